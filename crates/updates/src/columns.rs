@@ -1,0 +1,293 @@
+//! Columnar containers of updates: [`Updates`] owns four columns, [`UpdatesView`] borrows them.
+//!
+//! Each column is the `columnar` container of its type (`Vec<u64>` for `u64`, offsets plus bytes
+//! for `String`, one container per field for tuples and derived structs), so a range of updates
+//! copies as one slice copy per leaf column, and comparisons of primitive keys read plain slices.
+//!
+//! Invariants: all four columns have the same length. Nothing here requires the updates to be
+//! sorted; chunks and batches, which do, check it with [`UpdatesView::check_sorted_consolidated`].
+
+use crate::update::{Row, Update};
+use columnar::{AsBytes, Borrow, BorrowedOf, Columnar, Container, ContainerOf, Index, Len, Push, Ref};
+use std::cmp::Ordering;
+use std::fmt;
+use std::ops::Range;
+
+/// Updates stored column by column.
+pub struct Updates<U: Update> {
+    /// The key of each update.
+    pub keys: ContainerOf<U::Key>,
+    /// The value of each update.
+    pub vals: ContainerOf<U::Val>,
+    /// The time of each update.
+    pub times: ContainerOf<U::Time>,
+    /// The diff of each update.
+    pub diffs: ContainerOf<U::Diff>,
+}
+
+impl<U: Update> Default for Updates<U> {
+    fn default() -> Self {
+        Self {
+            keys: Default::default(),
+            vals: Default::default(),
+            times: Default::default(),
+            diffs: Default::default(),
+        }
+    }
+}
+
+impl<U: Update> Clone for Updates<U> {
+    fn clone(&self) -> Self {
+        Self {
+            keys: self.keys.clone(),
+            vals: self.vals.clone(),
+            times: self.times.clone(),
+            diffs: self.diffs.clone(),
+        }
+    }
+}
+
+impl<U: Update> fmt::Debug for Updates<U>
+where
+    for<'a> Ref<'a, U::Diff>: fmt::Debug,
+{
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let view = self.view();
+        f.debug_list()
+            .entries((0..view.len()).map(|i| (view.key(i), view.val(i), view.time(i), view.diff(i))))
+            .finish()
+    }
+}
+
+impl<U: Update> Updates<U> {
+    /// An empty container with exactly enough capacity to hold a copy of all of `view`.
+    pub fn with_capacity_for(view: UpdatesView<'_, U>) -> Self {
+        let mut updates = Self::default();
+        updates.keys.reserve_for(std::iter::once(view.keys));
+        updates.vals.reserve_for(std::iter::once(view.vals));
+        updates.times.reserve_for(std::iter::once(view.times));
+        updates.diffs.reserve_for(std::iter::once(view.diffs));
+        updates
+    }
+
+    /// The number of updates.
+    #[inline(always)]
+    pub fn len(&self) -> usize {
+        self.diffs.len()
+    }
+
+    /// True when there are no updates.
+    #[inline(always)]
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Borrows the columns for reading.
+    #[inline(always)]
+    pub fn view(&self) -> UpdatesView<'_, U> {
+        UpdatesView {
+            keys: self.keys.borrow(),
+            vals: self.vals.borrow(),
+            times: self.times.borrow(),
+            diffs: self.diffs.borrow(),
+        }
+    }
+
+    /// Appends an owned update.
+    #[inline]
+    pub fn push(&mut self, key: &U::Key, val: &U::Val, time: &U::Time, diff: &U::Diff) {
+        self.keys.push(key);
+        self.vals.push(val);
+        self.times.push(time);
+        self.diffs.push(diff);
+    }
+
+    /// Appends update `index` of `view`.
+    #[inline(always)]
+    pub fn push_from(&mut self, view: UpdatesView<'_, U>, index: usize) {
+        self.keys.push(view.keys.get(index));
+        self.vals.push(view.vals.get(index));
+        self.times.push(view.times.get(index));
+        self.diffs.push(view.diffs.get(index));
+    }
+
+    /// Appends the key, value and time of update `index` of `view`, with diff `diff`.
+    #[inline(always)]
+    pub fn push_from_with_diff(&mut self, view: UpdatesView<'_, U>, index: usize, diff: &U::Diff) {
+        self.keys.push(view.keys.get(index));
+        self.vals.push(view.vals.get(index));
+        self.times.push(view.times.get(index));
+        self.diffs.push(diff);
+    }
+
+    /// Appends `view[range]`, one bulk copy per leaf column.
+    #[inline]
+    pub fn extend_from(&mut self, view: UpdatesView<'_, U>, range: Range<usize>) {
+        debug_assert!(range.end <= view.len(), "range {range:?} beyond view of {}", view.len());
+        if range.is_empty() {
+            return;
+        }
+        self.keys.extend_from_self(view.keys, range.clone());
+        self.vals.extend_from_self(view.vals, range.clone());
+        self.times.extend_from_self(view.times, range.clone());
+        self.diffs.extend_from_self(view.diffs, range);
+    }
+
+    /// Removes all updates, keeping the allocations.
+    pub fn clear(&mut self) {
+        columnar::Clear::clear(&mut self.keys);
+        columnar::Clear::clear(&mut self.vals);
+        columnar::Clear::clear(&mut self.times);
+        columnar::Clear::clear(&mut self.diffs);
+    }
+
+    /// The size of the columns' payload in bytes, as serialized (each slice padded to 8 bytes).
+    pub fn byte_len(&self) -> usize {
+        self.view().byte_len()
+    }
+
+    /// Builds a container from owned rows (tests and tools; not a hot path).
+    pub fn from_rows<'r>(rows: impl IntoIterator<Item = &'r Row<U>>) -> Self {
+        let mut updates = Self::default();
+        for (k, v, t, r) in rows {
+            updates.push(k, v, t, r);
+        }
+        updates
+    }
+
+    /// Copies the updates out as owned rows (tests and tools; not a hot path).
+    pub fn to_rows(&self) -> Vec<Row<U>> {
+        let view = self.view();
+        (0..view.len()).map(|i| view.row(i)).collect()
+    }
+}
+
+/// Borrowed columns of updates. `Copy`, so it is passed by value.
+pub struct UpdatesView<'a, U: Update> {
+    /// Borrowed keys.
+    pub keys: BorrowedOf<'a, U::Key>,
+    /// Borrowed values.
+    pub vals: BorrowedOf<'a, U::Val>,
+    /// Borrowed times.
+    pub times: BorrowedOf<'a, U::Time>,
+    /// Borrowed diffs.
+    pub diffs: BorrowedOf<'a, U::Diff>,
+}
+
+impl<U: Update> Clone for UpdatesView<'_, U> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<U: Update> Copy for UpdatesView<'_, U> {}
+
+impl<'a, U: Update> UpdatesView<'a, U> {
+    /// The number of updates.
+    #[inline(always)]
+    pub fn len(&self) -> usize {
+        self.diffs.len()
+    }
+
+    /// True when there are no updates.
+    #[inline(always)]
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The key of update `index`.
+    #[inline(always)]
+    pub fn key(&self, index: usize) -> Ref<'a, U::Key> {
+        self.keys.get(index)
+    }
+
+    /// The value of update `index`.
+    #[inline(always)]
+    pub fn val(&self, index: usize) -> Ref<'a, U::Val> {
+        self.vals.get(index)
+    }
+
+    /// The time of update `index`.
+    #[inline(always)]
+    pub fn time(&self, index: usize) -> Ref<'a, U::Time> {
+        self.times.get(index)
+    }
+
+    /// The diff of update `index`.
+    #[inline(always)]
+    pub fn diff(&self, index: usize) -> Ref<'a, U::Diff> {
+        self.diffs.get(index)
+    }
+
+    /// Update `index` as an owned row.
+    pub fn row(&self, index: usize) -> Row<U> {
+        (
+            U::Key::into_owned(self.key(index)),
+            U::Val::into_owned(self.val(index)),
+            U::Time::into_owned(self.time(index)),
+            U::Diff::into_owned(self.diff(index)),
+        )
+    }
+
+    /// Compares `(key, val, time)` of update `index` with that of update `other_index` of `other`.
+    #[inline(always)]
+    pub fn cmp_at(&self, index: usize, other: &Self, other_index: usize) -> Ordering {
+        match self.key(index).cmp(&other.key(other_index)) {
+            Ordering::Equal => match self.val(index).cmp(&other.val(other_index)) {
+                Ordering::Equal => self.time(index).cmp(&other.time(other_index)),
+                ordering => ordering,
+            },
+            ordering => ordering,
+        }
+    }
+
+    /// The size of the columns' payload in bytes, as serialized (each slice padded to 8 bytes).
+    pub fn byte_len(&self) -> usize {
+        let mut bytes = 0;
+        self.for_each_slice_len(|len| bytes += len);
+        bytes
+    }
+
+    /// Calls `logic` with the padded byte length of each leaf slice, keys first, diffs last.
+    ///
+    /// A container allocated by [`Updates::with_capacity_for`] has exactly these capacities, which
+    /// is what lets the batcher recycle a container only where the new contents fit.
+    pub fn for_each_slice_len(&self, mut logic: impl FnMut(usize)) {
+        fn slices<'b>(column: &impl AsBytes<'b>, logic: &mut impl FnMut(usize)) {
+            for (_align, bytes) in column.as_bytes() {
+                logic(bytes.len().next_multiple_of(8));
+            }
+        }
+        slices(&self.keys, &mut logic);
+        slices(&self.vals, &mut logic);
+        slices(&self.times, &mut logic);
+        slices(&self.diffs, &mut logic);
+    }
+
+    /// Panics unless the updates are sorted strictly by `(key, val, time)` and no diff is zero.
+    ///
+    /// Strictness means no two updates share a `(key, val, time)`: that is consolidation.
+    pub fn check_sorted_consolidated(&self) {
+        for index in 0..self.len() {
+            if index > 0 {
+                assert_eq!(
+                    self.cmp_at(index - 1, self, index),
+                    Ordering::Less,
+                    "updates not strictly sorted at {index}: ({:?}, {:?}, {:?}) then ({:?}, {:?}, {:?})",
+                    self.key(index - 1),
+                    self.val(index - 1),
+                    self.time(index - 1),
+                    self.key(index),
+                    self.val(index),
+                    self.time(index),
+                );
+            }
+            assert!(
+                !<U::Diff as crate::Semigroup>::is_zero(&U::Diff::into_owned(self.diff(index))),
+                "zero diff kept at {index}: ({:?}, {:?}, {:?})",
+                self.key(index),
+                self.val(index),
+                self.time(index),
+            );
+        }
+    }
+}

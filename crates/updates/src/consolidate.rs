@@ -1,0 +1,172 @@
+//! Consolidation: sort by `(key, val, time)`, add the diffs of equal triples, drop zero sums.
+//!
+//! Two paths, chosen per update type at compile time:
+//! - **Rows** ([`consolidate_rows`]), for plain-old-data updates (no field owns heap memory:
+//!   integers, tuples of integers, `Product` times). Copying such an update out of its columns
+//!   is a few register moves, and sorting a `Vec` of rows in place is the fastest sort there is.
+//!   This is the common case in graphs, and the case where per-record column access made the
+//!   columnar merge batcher of the seed lose 4-6x.
+//! - **Columns** ([`consolidate_columns`]), for everything else (`String`, `Vec<u8>`, ...):
+//!   sort a permutation of indices by comparing borrowed items in place, then gather. Nothing is
+//!   cloned per record.
+//!
+//! Both produce the same result; property tests check each against a map of accumulations.
+
+use crate::columns::{Updates, UpdatesView};
+use crate::diff::Semigroup;
+use crate::update::{Row, Update};
+use std::cmp::Ordering;
+
+/// True when updates of type `U` can be consolidated as owned rows without touching the heap.
+///
+/// A type that needs no drop glue owns no heap memory, so turning a borrowed item into an owned
+/// one is a plain copy.
+pub const fn rows_are_plain<U: Update>() -> bool {
+    !std::mem::needs_drop::<Row<U>>()
+}
+
+/// Sorts `rows` by `(key, val, time)`, sums the diffs of equal triples and drops zero sums.
+pub fn consolidate_rows<U: Update>(rows: &mut Vec<Row<U>>) {
+    rows.sort_unstable_by(|a, b| (&a.0, &a.1, &a.2).cmp(&(&b.0, &b.1, &b.2)));
+    consolidate_sorted_rows::<U>(rows);
+}
+
+/// Like [`consolidate_rows`], for rows already sorted by `(key, val, time)`.
+pub fn consolidate_sorted_rows<U: Update>(rows: &mut Vec<Row<U>>) {
+    let len = rows.len();
+    if len == 0 {
+        return;
+    }
+    // `write` is the number of rows kept so far; rows[write] is the group being accumulated.
+    let mut write = 0;
+    for read in 1..len {
+        let same = {
+            let (kept, next) = (&rows[write], &rows[read]);
+            kept.0 == next.0 && kept.1 == next.1 && kept.2 == next.2
+        };
+        if same {
+            let diff = rows[read].3.clone();
+            rows[write].3.plus_equals(&diff);
+        } else {
+            if !rows[write].3.is_zero() {
+                write += 1;
+            }
+            rows.swap(write, read);
+        }
+    }
+    if !rows[write].3.is_zero() {
+        write += 1;
+    }
+    rows.truncate(write);
+}
+
+/// Appends the consolidation of `view` to `output`, using `order` as scratch space.
+///
+/// `order` is a permutation of `0..view.len()` on return; it is passed in so callers can reuse
+/// its allocation.
+pub fn consolidate_columns<U: Update>(
+    view: UpdatesView<'_, U>,
+    order: &mut Vec<u32>,
+    output: &mut Updates<U>,
+) {
+    assert!(
+        view.len() <= u32::MAX as usize,
+        "consolidate_columns: {} updates exceed the u32 permutation",
+        view.len()
+    );
+    order.clear();
+    order.extend(0..view.len() as u32);
+    order.sort_unstable_by(|&a, &b| view.cmp_at(a as usize, &view, b as usize));
+
+    let mut position = 0;
+    while position < order.len() {
+        let first = order[position] as usize;
+        let mut diff = <U::Diff as columnar::Columnar>::into_owned(view.diff(first));
+        position += 1;
+        while position < order.len()
+            && view.cmp_at(first, &view, order[position] as usize) == Ordering::Equal
+        {
+            diff.plus_equals_ref(view.diff(order[position] as usize));
+            position += 1;
+        }
+        if !diff.is_zero() {
+            output.push_from_with_diff(view, first, &diff);
+        }
+    }
+}
+
+/// Consolidates `updates` in place, choosing the row or column path by type.
+pub fn consolidate<U: Update>(updates: &mut Updates<U>) {
+    if rows_are_plain::<U>() {
+        let mut rows = updates.to_rows();
+        consolidate_rows::<U>(&mut rows);
+        updates.clear();
+        for (k, v, t, r) in rows.iter() {
+            updates.push(k, v, t, r);
+        }
+    } else {
+        let mut output = Updates::default();
+        consolidate_columns(updates.view(), &mut Vec::new(), &mut output);
+        *updates = output;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use std::collections::BTreeMap;
+
+    fn reference<K: Ord + Clone, V: Ord + Clone>(
+        rows: &[(K, V, u64, i64)],
+    ) -> Vec<(K, V, u64, i64)> {
+        let mut map = BTreeMap::new();
+        for (k, v, t, r) in rows {
+            *map.entry((k.clone(), v.clone(), *t)).or_insert(0i64) += r;
+        }
+        map.into_iter()
+            .filter(|(_, r)| *r != 0)
+            .map(|((k, v, t), r)| (k, v, t, r))
+            .collect()
+    }
+
+    proptest! {
+        #[test]
+        fn rows_match_reference(rows in proptest::collection::vec((0u64..6, 0u64..3, 0u64..4, -2i64..3), 0..200)) {
+            type U = (u64, u64, u64, i64);
+            assert!(rows_are_plain::<U>());
+            let mut consolidated = rows.clone();
+            consolidate_rows::<U>(&mut consolidated);
+            prop_assert_eq!(consolidated, reference(&rows));
+        }
+
+        #[test]
+        fn columns_match_reference(rows in proptest::collection::vec(("[a-c]{0,3}", 0u64..3, 0u64..4, -2i64..3), 0..200)) {
+            type U = (String, u64, u64, i64);
+            assert!(!rows_are_plain::<U>());
+            let mut updates = Updates::<U>::from_rows(rows.iter());
+            consolidate(&mut updates);
+            updates.view().check_sorted_consolidated();
+            prop_assert_eq!(updates.to_rows(), reference(&rows));
+        }
+
+        #[test]
+        fn both_paths_agree(rows in proptest::collection::vec((0u64..6, 0u64..3, 0u64..4, -2i64..3), 0..200)) {
+            type U = (u64, u64, u64, i64);
+            let updates = Updates::<U>::from_rows(rows.iter());
+            let mut by_columns = Updates::default();
+            consolidate_columns(updates.view(), &mut Vec::new(), &mut by_columns);
+            let mut by_rows = rows.clone();
+            consolidate_rows::<U>(&mut by_rows);
+            prop_assert_eq!(by_columns.to_rows(), by_rows);
+        }
+    }
+
+    #[test]
+    fn all_cancelling_input_is_empty() {
+        type U = (u64, (), u64, i64);
+        let mut rows: Vec<Row<U>> = vec![(1, (), 0, 1), (1, (), 0, -1), (2, (), 3, 5), (2, (), 3, -5)];
+        consolidate_rows::<U>(&mut rows);
+        assert!(rows.is_empty());
+    }
+}

@@ -1,0 +1,38 @@
+//! Diffs: how the multiplicity of a record changes.
+//!
+//! A diff type is a commutative [`Semigroup`] with a test for zero: equal `(key, val, time)`
+//! triples are combined by adding their diffs, and a sum that is zero is dropped. `i64` is the
+//! fast, primary case; its columnar container is a plain `Vec<i64>`.
+
+use columnar::{Columnar, Ref};
+use std::fmt::Debug;
+
+/// A commutative, associative addition with a recognizable zero.
+pub trait Semigroup: Columnar + Clone + Debug + Send + 'static {
+    /// Adds `rhs` into `self`.
+    fn plus_equals(&mut self, rhs: &Self);
+    /// True when `self` is the additive identity, so the update carries no change.
+    fn is_zero(&self) -> bool;
+
+    /// Adds a borrowed diff (as read from a diff column) into `self`.
+    #[inline(always)]
+    fn plus_equals_ref(&mut self, rhs: Ref<'_, Self>) {
+        self.plus_equals(&Self::into_owned(rhs));
+    }
+}
+
+macro_rules! integer_semigroup {
+    ($($t:ty),*) => {$(
+        impl Semigroup for $t {
+            #[inline(always)]
+            fn plus_equals(&mut self, rhs: &Self) { *self = self.wrapping_add(*rhs); }
+            #[inline(always)]
+            fn is_zero(&self) -> bool { *self == 0 }
+            #[inline(always)]
+            fn plus_equals_ref(&mut self, rhs: Ref<'_, Self>) { *self = self.wrapping_add(Self::into_owned(rhs)); }
+        }
+    )*};
+}
+// Wrapping addition: diffs form a group modulo 2^bits, exactly as differential dataflow's
+// integer diffs do; overflow is not an error the engine can report meaningfully.
+integer_semigroup!(i8, i16, i32, i64, i128, isize);

@@ -1,0 +1,95 @@
+//! Lattices of times: the least upper bound (`join`) and greatest lower bound (`meet`).
+//!
+//! Timely gives times a partial order ([`PartialOrder`]). Incremental operators also need to
+//! name "the first time at which both `a` and `b` have happened" (`join`) and "the last time
+//! before both" (`meet`), for example to find the times at which a reduction's output may change.
+//!
+//! Laws (checked by property tests): `join` and `meet` are commutative, associative and
+//! idempotent; `a.less_equal(&a.join(b))`; `a.meet(b).less_equal(&a)`; for totally ordered
+//! times `join` is `max` and `meet` is `min`.
+
+use timely::order::Product;
+use timely::PartialOrder;
+
+/// A partially ordered set in which every pair has a least upper and a greatest lower bound.
+pub trait Lattice: PartialOrder + Sized {
+    /// The least upper bound of `self` and `other`.
+    fn join(&self, other: &Self) -> Self;
+    /// The greatest lower bound of `self` and `other`.
+    fn meet(&self, other: &Self) -> Self;
+
+    /// Replaces `self` with `self.join(other)`.
+    fn join_assign(&mut self, other: &Self) {
+        *self = self.join(other);
+    }
+    /// Replaces `self` with `self.meet(other)`.
+    fn meet_assign(&mut self, other: &Self) {
+        *self = self.meet(other);
+    }
+}
+
+macro_rules! total_order_lattice {
+    ($($t:ty),*) => {$(
+        impl Lattice for $t {
+            #[inline(always)]
+            fn join(&self, other: &Self) -> Self { *self.max(other) }
+            #[inline(always)]
+            fn meet(&self, other: &Self) -> Self { *self.min(other) }
+        }
+    )*};
+}
+total_order_lattice!(u8, u16, u32, u64, u128, usize, i32, i64);
+
+impl Lattice for () {
+    fn join(&self, _other: &Self) -> Self {}
+    fn meet(&self, _other: &Self) -> Self {}
+}
+
+impl<A: Lattice + Clone, B: Lattice + Clone> Lattice for Product<A, B> {
+    #[inline]
+    fn join(&self, other: &Self) -> Self {
+        Product::new(self.outer.join(&other.outer), self.inner.join(&other.inner))
+    }
+    #[inline]
+    fn meet(&self, other: &Self) -> Self {
+        Product::new(self.outer.meet(&other.outer), self.inner.meet(&other.inner))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    type P = Product<u64, u32>;
+
+    fn product() -> impl Strategy<Value = P> {
+        (0u64..8, 0u32..8).prop_map(|(o, i)| Product::new(o, i))
+    }
+
+    proptest! {
+        #[test]
+        fn product_lattice_laws(a in product(), b in product(), c in product()) {
+            prop_assert_eq!(a.join(&b), b.join(&a));
+            prop_assert_eq!(a.meet(&b), b.meet(&a));
+            prop_assert_eq!(a.join(&b).join(&c), a.join(&b.join(&c)));
+            prop_assert_eq!(a.meet(&b).meet(&c), a.meet(&b.meet(&c)));
+            prop_assert_eq!(a.join(&a), a);
+            prop_assert!(a.less_equal(&a.join(&b)) && b.less_equal(&a.join(&b)));
+            prop_assert!(a.meet(&b).less_equal(&a) && a.meet(&b).less_equal(&b));
+            // The join is the least upper bound: any upper bound of both is above it.
+            if a.less_equal(&c) && b.less_equal(&c) {
+                prop_assert!(a.join(&b).less_equal(&c));
+            }
+            if c.less_equal(&a) && c.less_equal(&b) {
+                prop_assert!(c.less_equal(&a.meet(&b)));
+            }
+        }
+
+        #[test]
+        fn total_order_is_max_min(a in any::<u64>(), b in any::<u64>()) {
+            prop_assert_eq!(a.join(&b), a.max(b));
+            prop_assert_eq!(a.meet(&b), a.min(b));
+        }
+    }
+}
