@@ -8,7 +8,9 @@
 //! sorted; chunks and batches, which do, check it with [`UpdatesView::check_sorted_consolidated`].
 
 use crate::update::{Row, Update};
-use columnar::{AsBytes, Borrow, BorrowedOf, Columnar, Container, ContainerOf, Index, Len, Push, Ref};
+use columnar::{
+    AsBytes, Borrow, BorrowedOf, Columnar, Container, ContainerOf, Index, Len, Push, Ref,
+};
 use std::cmp::Ordering;
 use std::fmt;
 use std::ops::Range;
@@ -54,7 +56,9 @@ where
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let view = self.view();
         f.debug_list()
-            .entries((0..view.len()).map(|i| (view.key(i), view.val(i), view.time(i), view.diff(i))))
+            .entries(
+                (0..view.len()).map(|i| (view.key(i), view.val(i), view.time(i), view.diff(i))),
+            )
             .finish()
     }
 }
@@ -123,7 +127,11 @@ impl<U: Update> Updates<U> {
     /// Appends `view[range]`, one bulk copy per leaf column.
     #[inline]
     pub fn extend_from(&mut self, view: UpdatesView<'_, U>, range: Range<usize>) {
-        debug_assert!(range.end <= view.len(), "range {range:?} beyond view of {}", view.len());
+        debug_assert!(
+            range.end <= view.len(),
+            "range {range:?} beyond view of {}",
+            view.len()
+        );
         if range.is_empty() {
             return;
         }

@@ -165,7 +165,8 @@ mod tests {
     #[test]
     fn all_cancelling_input_is_empty() {
         type U = (u64, (), u64, i64);
-        let mut rows: Vec<Row<U>> = vec![(1, (), 0, 1), (1, (), 0, -1), (2, (), 3, 5), (2, (), 3, -5)];
+        let mut rows: Vec<Row<U>> =
+            vec![(1, (), 0, 1), (1, (), 0, -1), (2, (), 3, 5), (2, (), 3, -5)];
         consolidate_rows::<U>(&mut rows);
         assert!(rows.is_empty());
     }

@@ -24,10 +24,10 @@ pub use diff::Semigroup;
 pub use lattice::Lattice;
 pub use update::{Data, Time, Update};
 
+/// The product of two times, ordered componentwise: the time of nested iteration scopes.
+pub use timely::order::Product;
 /// Antichains and frontiers come from timely; re-exported so lower layers need not name timely's
 /// module paths.
 pub use timely::progress::frontier::{Antichain, AntichainRef};
 /// The partial order of times, from timely.
 pub use timely::PartialOrder;
-/// The product of two times, ordered componentwise: the time of nested iteration scopes.
-pub use timely::order::Product;

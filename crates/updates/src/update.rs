@@ -26,7 +26,12 @@ pub trait Data:
 {
 }
 impl<D> Data for D where
-    D: Columnar<Container: for<'a> Borrow<Ref<'a>: Ord + Debug>> + Ord + Clone + Debug + Send + 'static
+    D: Columnar<Container: for<'a> Borrow<Ref<'a>: Ord + Debug>>
+        + Ord
+        + Clone
+        + Debug
+        + Send
+        + 'static
 {
 }
 

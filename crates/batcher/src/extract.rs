@@ -1,0 +1,81 @@
+//! Splitting a chain by a frontier.
+//!
+//! [`extract`] divides a sorted, consolidated chain into the updates whose times are *not*
+//! greater or equal to `upper` (complete: they ship) and those that are (kept for a later seal),
+//! and reports the antichain of the kept times. Both outputs stay sorted and consolidated: they
+//! are subsequences of the input. A chunk whose updates all go one way moves whole; mixed chunks
+//! are split into runs, each copied column by column, and the writers ship a chunk whenever it
+//! reaches its size, so no output chunk grows past the threshold.
+
+use crate::chain::Chain;
+use crate::chunk::{ChunkWriter, Stash};
+use columnar::Columnar;
+use ripple_updates::{Antichain, AntichainRef, Update};
+use timely::progress::Timestamp;
+
+/// Splits `chain` by `upper`: returns `(ship, keep)` and sets `frontier` to the antichain of
+/// the times in `keep`.
+pub fn extract<U: Update>(
+    chain: Chain<U>,
+    upper: AntichainRef<'_, U::Time>,
+    frontier: &mut Antichain<U::Time>,
+    ship_writer: &mut ChunkWriter<U>,
+    keep_writer: &mut ChunkWriter<U>,
+    stash: &mut Stash<U>,
+) -> (Chain<U>, Chain<U>) {
+    frontier.clear();
+    let mut ship = Vec::new();
+    let mut keep = Vec::new();
+    let mut time = U::Time::minimum();
+    let mut kept_flags: Vec<bool> = Vec::new();
+
+    for chunk in chain.into_chunks() {
+        let view = chunk.view();
+        kept_flags.clear();
+        kept_flags.extend((0..view.len()).map(|index| {
+            time.copy_from(view.time(index));
+            let kept = upper.less_equal(&time);
+            if kept {
+                frontier.insert_ref(&time);
+            }
+            kept
+        }));
+
+        let all_kept = kept_flags.iter().all(|&kept| kept);
+        let none_kept = !kept_flags.iter().any(|&kept| kept);
+        if all_kept && keep_writer.is_empty() {
+            keep.push(chunk);
+            continue;
+        }
+        if none_kept && ship_writer.is_empty() {
+            ship.push(chunk);
+            continue;
+        }
+
+        let mut start = 0;
+        while start < view.len() {
+            let kept = kept_flags[start];
+            let (writer, output) = if kept {
+                (&mut *keep_writer, &mut keep)
+            } else {
+                (&mut *ship_writer, &mut ship)
+            };
+            writer.prepare(stash);
+            let limit = view.len().min(start + writer.room());
+            let end = start
+                + kept_flags[start..limit]
+                    .iter()
+                    .take_while(|&&k| k == kept)
+                    .count();
+            writer.updates().extend_from(view, start..end);
+            if writer.is_full() {
+                writer.flush(output, stash);
+            }
+            start = end;
+        }
+        stash.recycle(chunk);
+    }
+    ship_writer.flush(&mut ship, stash);
+    keep_writer.flush(&mut keep, stash);
+    (Chain::from_chunks(ship), Chain::from_chunks(keep))
+}

@@ -1,0 +1,249 @@
+//! Property tests of the merge batcher against a brute-force model: a map from
+//! `(key, val, time)` to the sum of its diffs.
+//!
+//! Every test runs at several chunk capacities, from one update per chunk to the default, and
+//! checks the chunk and chain invariants on everything the batcher hands out.
+
+use proptest::prelude::*;
+use ripple_batcher::chunk::{ChunkWriter, Stash};
+use ripple_batcher::merger::merge;
+use ripple_batcher::{BatcherConfig, Chain, Chunker, MergeBatcher};
+use ripple_updates::update::Row;
+use ripple_updates::{Antichain, Lattice, PartialOrder, Product, Update, Updates};
+use std::collections::BTreeMap;
+
+/// Chunk capacities in bytes: one update per chunk, a few updates, a few hundred, the default.
+const CAPACITIES: [usize; 4] = [1, 100, 4096, BatcherConfig::CHUNK_BYTES_DEFAULT];
+
+type Model<U> = BTreeMap<(<U as Update>::Key, <U as Update>::Val, <U as Update>::Time), i64>;
+
+fn model<U: Update<Diff = i64>>(rows: &[Row<U>]) -> Vec<Row<U>> {
+    let mut map: Model<U> = BTreeMap::new();
+    for (k, v, t, r) in rows {
+        *map.entry((k.clone(), v.clone(), t.clone())).or_insert(0) += r;
+    }
+    map.into_iter()
+        .filter(|(_, r)| *r != 0)
+        .map(|((k, v, t), r)| (k, v, t, r))
+        .collect()
+}
+
+/// Pushes `rows` through a chunker in slices of `slice` updates and returns its chains.
+fn chunk_all<U: Update>(rows: &[Row<U>], chunk_bytes_max: usize, slice: usize) -> Vec<Chain<U>> {
+    let mut stash = Stash::new(2);
+    let mut chunker = Chunker::new(chunk_bytes_max);
+    let mut chains = Vec::new();
+    for part in rows.chunks(slice.max(1)) {
+        chunker.push(Updates::<U>::from_rows(part.iter()).view(), &mut stash);
+        chains.extend(chunker.take_ready());
+    }
+    chunker.finish(&mut stash);
+    chains.extend(chunker.take_ready());
+    chains
+}
+
+/// Merges all chains pairwise into one.
+fn merge_all<U: Update>(mut chains: Vec<Chain<U>>, chunk_bytes_max: usize) -> Chain<U> {
+    let mut writer = ChunkWriter::new(chunk_bytes_max);
+    let mut stash = Stash::new(2);
+    while chains.len() > 1 {
+        let a = chains.remove(0);
+        let b = chains.remove(0);
+        let merged = merge(a, b, &mut writer, &mut stash);
+        merged.check_invariants();
+        chains.push(merged);
+    }
+    chains.pop().unwrap_or_default()
+}
+
+type IntU = (u64, u64, u64, i64);
+type StrU = (String, (), u64, i64);
+type PartialU = (u32, u32, Product<u64, u32>, i64);
+
+fn int_rows(len: usize) -> impl Strategy<Value = Vec<Row<IntU>>> {
+    proptest::collection::vec((0u64..40, 0u64..4, 0u64..5, -2i64..3), 0..len)
+}
+
+fn str_rows(len: usize) -> impl Strategy<Value = Vec<Row<StrU>>> {
+    proptest::collection::vec(("[a-d]{0,30}", Just(()), 0u64..5, -2i64..3), 0..len)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+    #[test]
+    fn chunker_matches_model(rows in int_rows(400), slice in 1usize..100, cap in 0usize..4) {
+        let chains = chunk_all::<IntU>(&rows, CAPACITIES[cap], slice);
+        let mut all = Vec::new();
+        for chain in &chains {
+            chain.check_invariants();
+            all.extend(chain.to_rows());
+        }
+        prop_assert_eq!(model::<IntU>(&all), model::<IntU>(&rows));
+    }
+
+    #[test]
+    fn chunker_columns_match_model(rows in str_rows(300), slice in 1usize..100, cap in 0usize..4) {
+        let chains = chunk_all::<StrU>(&rows, CAPACITIES[cap], slice);
+        let mut all = Vec::new();
+        for chain in &chains {
+            chain.check_invariants();
+            all.extend(chain.to_rows());
+        }
+        prop_assert_eq!(model::<StrU>(&all), model::<StrU>(&rows));
+    }
+
+    #[test]
+    fn merger_matches_model(rows in int_rows(600), slice in 1usize..200, cap in 0usize..4) {
+        let chains = chunk_all::<IntU>(&rows, CAPACITIES[cap], slice);
+        let merged = merge_all(chains, CAPACITIES[cap]);
+        merged.check_invariants();
+        prop_assert_eq!(merged.to_rows(), model::<IntU>(&rows));
+    }
+
+    #[test]
+    fn merger_strings_match_model(rows in str_rows(400), slice in 1usize..200, cap in 0usize..4) {
+        let chains = chunk_all::<StrU>(&rows, CAPACITIES[cap], slice);
+        let merged = merge_all(chains, CAPACITIES[cap]);
+        merged.check_invariants();
+        prop_assert_eq!(merged.to_rows(), model::<StrU>(&rows));
+    }
+
+    /// Chains with long shared runs and equal triples at chunk boundaries: the passthrough and
+    /// galloping paths must never leave an equal pair unconsolidated.
+    #[test]
+    fn merger_boundaries(split in 0u64..64, overlap in 0u64..8, cap in 0usize..3, cancel in any::<bool>()) {
+        let a: Vec<Row<IntU>> = (0..split + overlap).map(|k| (k, 0, 0, 1)).collect();
+        let b: Vec<Row<IntU>> = (split..64).map(|k| (k, 0, 0, if cancel { -1 } else { 1 })).collect();
+        let chain_a = merge_all(chunk_all::<IntU>(&a, CAPACITIES[cap], a.len()), CAPACITIES[cap]);
+        let chain_b = merge_all(chunk_all::<IntU>(&b, CAPACITIES[cap], b.len()), CAPACITIES[cap]);
+        let mut writer = ChunkWriter::new(CAPACITIES[cap]);
+        let merged = merge(chain_a, chain_b, &mut writer, &mut Stash::new(2));
+        merged.check_invariants();
+        let all: Vec<Row<IntU>> = a.iter().chain(b.iter()).cloned().collect();
+        prop_assert_eq!(merged.to_rows(), model::<IntU>(&all));
+    }
+
+    /// Rounds of pushes and seals with partially ordered times: sealed + kept = pushed, nothing
+    /// at or beyond `upper` is shipped, and the kept frontier is exact.
+    #[test]
+    fn seal_partial_order(
+        rounds in proptest::collection::vec(
+            (
+                proptest::collection::vec((0u32..12, 0u32..3, (0u64..4, 0u32..4), -2i64..3), 0..60),
+                proptest::collection::vec((0u64..4, 0u32..4), 1..3),
+            ),
+            1..6,
+        ),
+        cap in 0usize..4,
+    ) {
+        let config = BatcherConfig::with_chunk_bytes(CAPACITIES[cap]);
+        let mut batcher = MergeBatcher::<PartialU>::new(config);
+        let mut lower = Antichain::from_elem(Product::new(0u64, 0u32));
+        let mut pushed: Vec<Row<PartialU>> = Vec::new();
+        let mut sealed: Vec<Row<PartialU>> = Vec::new();
+
+        for (updates, upper_times) in rounds {
+            // Times at or after `lower`: join each with an element of `lower`.
+            let anchor = lower.elements()[0];
+            let rows: Vec<Row<PartialU>> = updates
+                .into_iter()
+                .map(|(k, v, (o, i), r)| (k, v, Product::new(o, i).join(&anchor), r))
+                .collect();
+            batcher.push_updates(&Updates::from_rows(rows.iter()));
+            pushed.extend(rows);
+
+            // An upper at or after `lower`.
+            let mut upper = Antichain::new();
+            for (o, i) in upper_times {
+                upper.insert(Product::new(o, i).join(&anchor));
+            }
+            let shipped = batcher.seal(upper.borrow());
+            shipped.check_invariants();
+            batcher.check_invariants();
+            for (_, _, t, _) in shipped.to_rows() {
+                prop_assert!(!upper.less_equal(&t), "shipped {:?} at or beyond {:?}", t, upper);
+            }
+            sealed.extend(shipped.to_rows());
+
+            // The model of what is held: pushed minus sealed, accumulated.
+            let mut held: Vec<Row<PartialU>> = pushed.clone();
+            held.extend(sealed.iter().map(|(k, v, t, r)| (*k, *v, *t, -r)));
+            let held = model::<PartialU>(&held);
+            let mut expected_frontier = Antichain::new();
+            for (_, _, t, _) in &held {
+                prop_assert!(upper.less_equal(t), "kept {:?} not beyond {:?}", t, upper);
+                expected_frontier.insert(*t);
+            }
+            prop_assert_eq!(batcher.frontier().to_owned(), expected_frontier);
+            lower = upper;
+            if lower.is_empty() {
+                break;
+            }
+        }
+        // Sealing at the empty frontier releases everything.
+        let rest = batcher.seal(Antichain::new().borrow());
+        rest.check_invariants();
+        sealed.extend(rest.to_rows());
+        prop_assert!(batcher.is_empty());
+        prop_assert_eq!(model::<PartialU>(&sealed), model::<PartialU>(&pushed));
+    }
+}
+
+#[test]
+fn all_cancelling_input_leaves_nothing() {
+    for cap in CAPACITIES {
+        let mut batcher = MergeBatcher::<IntU>::new(BatcherConfig::with_chunk_bytes(cap));
+        let rows: Vec<Row<IntU>> = (0..500u64).map(|k| (k % 37, k % 3, k % 5, 1)).collect();
+        let negated: Vec<Row<IntU>> = rows.iter().map(|(k, v, t, r)| (*k, *v, *t, -r)).collect();
+        batcher.push_updates(&Updates::from_rows(rows.iter()));
+        batcher.push_updates(&Updates::from_rows(negated.iter()));
+        let sealed = batcher.seal(Antichain::new().borrow());
+        assert!(
+            sealed.is_empty(),
+            "capacity {cap}: {} updates survived",
+            sealed.len()
+        );
+        assert!(batcher.frontier().is_empty());
+    }
+}
+
+#[test]
+fn one_update_per_chunk_at_capacity_one() {
+    let rows: Vec<Row<IntU>> = (0..50u64).rev().map(|k| (k, 0, 0, 1)).collect();
+    let chains = chunk_all::<IntU>(&rows, 1, 7);
+    let merged = merge_all(chains, 1);
+    assert_eq!(merged.len(), 50);
+    assert!(merged.chunks().iter().all(|chunk| chunk.len() == 1));
+}
+
+#[test]
+#[should_panic(expected = "pushed after sealing")]
+#[cfg(debug_assertions)]
+fn pushing_before_the_sealed_upper_is_caught_in_debug_builds() {
+    let mut batcher = MergeBatcher::<IntU>::new(BatcherConfig::default());
+    batcher.seal(Antichain::from_elem(5).borrow());
+    batcher.push_updates(&Updates::from_rows([(1, 1, 3, 1)].iter()));
+}
+
+#[test]
+fn partial_order_frontier_is_an_antichain() {
+    // Kept times (1,0) and (0,1) are incomparable: both stay in the frontier.
+    let mut batcher = MergeBatcher::<PartialU>::new(BatcherConfig::with_chunk_bytes(1));
+    let rows: Vec<Row<PartialU>> = vec![
+        (1, 0, Product::new(0, 0), 1),
+        (2, 0, Product::new(1, 0), 1),
+        (3, 0, Product::new(0, 1), 1),
+        (4, 0, Product::new(1, 1), 1),
+    ];
+    batcher.push_updates(&Updates::from_rows(rows.iter()));
+    let upper = Antichain::from_iter([Product::new(1, 0), Product::new(0, 1)]);
+    let sealed = batcher.seal(upper.borrow());
+    assert_eq!(sealed.to_rows(), vec![(1, 0, Product::new(0, 0), 1)]);
+    let frontier = batcher.frontier().to_owned();
+    assert_eq!(frontier, upper);
+    assert!(frontier
+        .elements()
+        .iter()
+        .all(|t| !t.less_than(&Product::new(0, 0))));
+}
