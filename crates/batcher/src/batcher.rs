@@ -112,6 +112,8 @@ impl<U: Update> MergeBatcher<U> {
             self.chains.push(keep);
         }
         self.lower = upper.to_owned();
+        // Between seals a batcher holds only its data: scratch and stashed allocations go.
+        self.release_scratch();
         ship
     }
 
@@ -135,8 +137,8 @@ impl<U: Update> MergeBatcher<U> {
         self.chains.iter().map(Chain::byte_len).sum()
     }
 
-    /// Drops scratch buffers and stashed allocations, keeping only the data. For batchers that
-    /// go idle; a busy batcher reuses them.
+    /// Drops scratch buffers and stashed allocations, keeping only the data. `seal` does this
+    /// at its end; pushes between seals reuse the buffers.
     pub fn release_scratch(&mut self) {
         self.chunker.finish(&mut self.stash);
         self.insert_ready();

@@ -157,8 +157,18 @@ pub struct ChunkWriter<U: Update> {
     check_at: usize,
     /// Bytes per update at the last measurement (at least 1).
     update_bytes: usize,
+    /// An upper bound on the bytes still to come, set by the caller: a fresh buffer never
+    /// reserves beyond it, so small outputs do not reserve whole chunks.
+    expected_bytes: usize,
+    /// True while `updates` is a new allocation that has never been reserved: one that grew by
+    /// doubling from empty, so its capacity is at most twice its length.
+    fresh: bool,
     lens: Vec<usize>,
 }
+
+/// How many updates a fresh buffer holds before it is sized for a whole chunk: enough for a
+/// representative average size, few enough that the doubling before it costs nothing.
+const SAMPLE_LEN: usize = 32;
 
 impl<U: Update> ChunkWriter<U> {
     /// A writer of chunks of about `chunk_bytes_max` bytes (at least one update each).
@@ -169,6 +179,8 @@ impl<U: Update> ChunkWriter<U> {
             chunk_bytes_max,
             check_at: 1,
             update_bytes: usize::MAX,
+            expected_bytes: usize::MAX,
+            fresh: true,
             lens: Vec::new(),
         }
     }
@@ -185,6 +197,12 @@ impl<U: Update> ChunkWriter<U> {
         self.updates.is_empty()
     }
 
+    /// Bounds the bytes this writer will be given until the next call (the size of the inputs
+    /// it is fed from); reservations stay within it.
+    pub fn expect_bytes(&mut self, bytes: usize) {
+        self.expected_bytes = bytes;
+    }
+
     /// How many updates may be appended before `is_full` must be asked again (at least 1).
     #[inline(always)]
     pub fn room(&self) -> usize {
@@ -198,6 +216,7 @@ impl<U: Update> ChunkWriter<U> {
             if let Some((updates, capacity)) = stash.take() {
                 self.updates = updates;
                 self.capacity = Some(capacity);
+                self.fresh = false;
             }
         }
     }
@@ -218,6 +237,21 @@ impl<U: Update> ChunkWriter<U> {
         }
         self.update_bytes = (bytes / len).max(1);
         let mut room = (self.chunk_bytes_max - bytes) / self.update_bytes;
+        if self.fresh && self.capacity.is_none() {
+            if len < SAMPLE_LEN {
+                self.check_at = len + room.clamp(1, SAMPLE_LEN - len);
+                return false;
+            }
+            // Size the buffer for the whole chunk now, proportionally to the sample, so that it
+            // neither doubles past the chunk nor needs a copy to an exact size when it ships.
+            let expected_room = self.expected_bytes.saturating_sub(bytes) / self.update_bytes;
+            let copies = room.min(expected_room) / len;
+            if copies >= 3 {
+                self.updates.reserve_copies(copies);
+                self.capacity = Some(self.lens.iter().map(|len| len * (copies + 1)).collect());
+            }
+            self.fresh = false;
+        }
         if let Some(capacity) = &self.capacity {
             // Stop before any slice outgrows the stashed buffer: a reallocation would both copy
             // and double that slice. Approach the limit by halves, since update sizes vary.
@@ -257,12 +291,18 @@ impl<U: Update> ChunkWriter<U> {
             }
             capacity => {
                 chain.push(stash.chunk_from(&self.updates, &self.lens));
-                self.updates.clear();
-                // A buffer that kept its stashed capacity can still serve the next chunk.
-                self.capacity =
-                    capacity.filter(|c| self.lens.iter().zip(c).all(|(len, cap)| len <= cap));
+                // A buffer that kept its known capacity can serve the next chunk; one of unknown
+                // capacity is dropped, so the next starts fresh and is sized exactly.
+                match capacity.filter(|c| self.lens.iter().zip(c).all(|(len, cap)| len <= cap)) {
+                    Some(capacity) => {
+                        self.updates.clear();
+                        self.capacity = Some(capacity);
+                    }
+                    None => self.updates = Updates::default(),
+                }
             }
         }
+        self.fresh = self.capacity.is_none();
         self.check_at = (self.chunk_bytes_max / self.update_bytes).max(1);
     }
 
@@ -271,5 +311,6 @@ impl<U: Update> ChunkWriter<U> {
         debug_assert!(self.updates.is_empty(), "release with unflushed updates");
         self.updates = Updates::default();
         self.capacity = None;
+        self.fresh = true;
     }
 }

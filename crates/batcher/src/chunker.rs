@@ -109,6 +109,8 @@ impl<U: Update> Chunker<U> {
             return;
         }
         let mut chunks = Vec::new();
+        self.writer
+            .expect_bytes(self.rows.len() * std::mem::size_of::<Row<U>>());
         for (k, v, t, r) in self.rows.iter() {
             self.writer.prepare(stash);
             self.writer.updates().push(k, v, t, r);
@@ -133,6 +135,7 @@ impl<U: Update> Chunker<U> {
         }
         let view = self.sorted.view();
         let mut chunks = Vec::new();
+        self.writer.expect_bytes(view.byte_len());
         let mut index = 0;
         while index < view.len() {
             self.writer.prepare(stash);

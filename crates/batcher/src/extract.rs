@@ -27,6 +27,21 @@ pub fn extract<U: Update>(
     let mut ship = Vec::new();
     let mut keep = Vec::new();
     let mut time = U::Time::minimum();
+
+    // Count the kept updates first, so each writer reserves only for its share.
+    let mut kept_count = 0;
+    for chunk in chain.chunks() {
+        let view = chunk.view();
+        for index in 0..view.len() {
+            time.copy_from(view.time(index));
+            kept_count += usize::from(upper.less_equal(&time));
+        }
+    }
+    let bytes = chain.byte_len();
+    let kept_bytes = (bytes as u128 * kept_count as u128 / chain.len().max(1) as u128) as usize;
+    // Update sizes vary, so leave each side some slack over its proportional share.
+    keep_writer.expect_bytes(kept_bytes + kept_bytes / 8);
+    ship_writer.expect_bytes((bytes - kept_bytes) + (bytes - kept_bytes) / 8);
     let mut kept_flags: Vec<bool> = Vec::new();
 
     for chunk in chain.into_chunks() {

@@ -22,6 +22,9 @@ use columnar::Columnar;
 use ripple_updates::{Semigroup, Update, UpdatesView};
 use std::cmp::Ordering;
 
+/// How many consecutive updates from one side before the merge gallops.
+const GALLOP_AFTER: isize = 8;
+
 /// The first index in `lower..upper` at which `before(index)` is false, given that `before` is
 /// true at `lower` and, once false, stays false. Returns `upper` if it is true throughout.
 #[inline(always)]
@@ -86,6 +89,7 @@ pub fn merge<U: Update>(
 ) -> Chain<U> {
     debug_assert!(writer.is_empty(), "merge starts with an empty writer");
     let mut output = Vec::with_capacity(a.chunks().len() + b.chunks().len());
+    writer.expect_bytes(a.byte_len() + b.byte_len());
     let mut a = Side::new(a);
     let mut b = Side::new(b);
 
@@ -149,6 +153,11 @@ pub fn merge<U: Update>(
 
 /// Merges from two chunks into the writer until one chunk is consumed or the writer is full.
 /// Returns true when the writer is full.
+///
+/// The ordering of the two heads is carried from one step to the next, so an update costs one
+/// comparison and one push per column. Only after `GALLOP_AFTER` consecutive updates from the
+/// same side does the merge gallop and copy the rest of the run in bulk: on interleaved keys
+/// runs are short and a search would cost more than it saves.
 #[inline]
 fn merge_chunks<'a, U: Update>(
     a: UpdatesView<'a, U>,
@@ -159,23 +168,48 @@ fn merge_chunks<'a, U: Update>(
 ) -> bool {
     let (mut i, mut j) = (*position_a, *position_b);
     let (len_a, len_b) = (a.len(), b.len());
+    let mut ordering = a.cmp_at(i, &b, j);
+    // Consecutive updates taken from the same side: positive for `a`, negative for `b`.
+    let mut streak: isize = 0;
     let full = loop {
-        match a.cmp_at(i, &b, j) {
+        match ordering {
             Ordering::Less => {
-                let end = run_end(i, len_a, writer.room(), |x| {
-                    a.cmp_at(x, &b, j) == Ordering::Less
-                });
-                writer.updates().extend_from(a, i..end);
-                i = end;
+                writer.updates().push_from(a, i);
+                i += 1;
+                streak = streak.max(0) + 1;
+                if i < len_a {
+                    ordering = a.cmp_at(i, &b, j);
+                    if ordering == Ordering::Less && streak >= GALLOP_AFTER && writer.room() > 1 {
+                        let upper = len_a.min(i + writer.room() - 1);
+                        let end = gallop(i, upper, |x| a.cmp_at(x, &b, j) == Ordering::Less);
+                        writer.updates().extend_from(a, i..end);
+                        i = end;
+                        if i < len_a {
+                            ordering = a.cmp_at(i, &b, j);
+                        }
+                    }
+                }
             }
             Ordering::Greater => {
-                let end = run_end(j, len_b, writer.room(), |y| {
-                    b.cmp_at(y, &a, i) == Ordering::Less
-                });
-                writer.updates().extend_from(b, j..end);
-                j = end;
+                writer.updates().push_from(b, j);
+                j += 1;
+                streak = streak.min(0) - 1;
+                if j < len_b {
+                    ordering = a.cmp_at(i, &b, j);
+                    if ordering == Ordering::Greater && -streak >= GALLOP_AFTER && writer.room() > 1
+                    {
+                        let upper = len_b.min(j + writer.room() - 1);
+                        let end = gallop(j, upper, |y| b.cmp_at(y, &a, i) == Ordering::Less);
+                        writer.updates().extend_from(b, j..end);
+                        j = end;
+                        if j < len_b {
+                            ordering = a.cmp_at(i, &b, j);
+                        }
+                    }
+                }
             }
             Ordering::Equal => {
+                streak = 0;
                 let mut diff = U::Diff::into_owned(a.diff(i));
                 diff.plus_equals_ref(b.diff(j));
                 if !diff.is_zero() {
@@ -183,6 +217,9 @@ fn merge_chunks<'a, U: Update>(
                 }
                 i += 1;
                 j += 1;
+                if i < len_a && j < len_b {
+                    ordering = a.cmp_at(i, &b, j);
+                }
             }
         }
         if writer.is_full() {
@@ -195,19 +232,6 @@ fn merge_chunks<'a, U: Update>(
     *position_a = i;
     *position_b = j;
     full
-}
-
-/// The end of the run starting at `start` (known to sort before the other head), capped at
-/// `room` updates. Checks the next update before galloping: most runs on interleaved data
-/// have length one.
-#[inline(always)]
-fn run_end(start: usize, len: usize, room: usize, before: impl Fn(usize) -> bool) -> usize {
-    let upper = len.min(start + room);
-    if start + 1 == upper || !before(start + 1) {
-        start + 1
-    } else {
-        gallop(start + 1, upper, before)
-    }
 }
 
 #[cfg(test)]

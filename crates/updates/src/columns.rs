@@ -141,6 +141,25 @@ impl<U: Update> Updates<U> {
         self.diffs.extend_from_self(view.diffs, range);
     }
 
+    /// Reserves room for `copies` more copies of the current contents, slice by slice.
+    ///
+    /// This is how a buffer is sized for a chunk without knowing its types: after a sample of
+    /// updates, reserve that many times the sample. For a buffer whose capacity is at most twice
+    /// its length and `copies >= 3`, each slice's capacity becomes exactly `copies + 1` times its
+    /// length (`Vec::reserve` allocates exactly what is asked once that exceeds double).
+    pub fn reserve_copies(&mut self, copies: usize) {
+        let sample = self.clone();
+        let view = sample.view();
+        self.keys
+            .reserve_for(std::iter::repeat_n(view.keys, copies));
+        self.vals
+            .reserve_for(std::iter::repeat_n(view.vals, copies));
+        self.times
+            .reserve_for(std::iter::repeat_n(view.times, copies));
+        self.diffs
+            .reserve_for(std::iter::repeat_n(view.diffs, copies));
+    }
+
     /// Removes all updates, keeping the allocations.
     pub fn clear(&mut self) {
         columnar::Clear::clear(&mut self.keys);
@@ -251,18 +270,18 @@ impl<'a, U: Update> UpdatesView<'a, U> {
     /// The size of the columns' payload in bytes, as serialized (each slice padded to 8 bytes).
     pub fn byte_len(&self) -> usize {
         let mut bytes = 0;
-        self.for_each_slice_len(|len| bytes += len);
+        self.for_each_slice_len(|len| bytes += len.next_multiple_of(8));
         bytes
     }
 
-    /// Calls `logic` with the padded byte length of each leaf slice, keys first, diffs last.
+    /// Calls `logic` with the byte length of each leaf slice, keys first, diffs last.
     ///
     /// A container allocated by [`Updates::with_capacity_for`] has exactly these capacities, which
     /// is what lets the batcher recycle a container only where the new contents fit.
     pub fn for_each_slice_len(&self, mut logic: impl FnMut(usize)) {
         fn slices<'b>(column: &impl AsBytes<'b>, logic: &mut impl FnMut(usize)) {
             for (_align, bytes) in column.as_bytes() {
-                logic(bytes.len().next_multiple_of(8));
+                logic(bytes.len());
             }
         }
         slices(&self.keys, &mut logic);

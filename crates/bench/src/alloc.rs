@@ -1,0 +1,104 @@
+//! A global allocator wrapper that counts live heap bytes and their peak.
+//!
+//! Benchmarks install it with `#[global_allocator]` and read [`live_bytes`] and [`peak_bytes`]
+//! around the measured region; [`reset_peak`] starts a new region. The counts include capacity,
+//! not just what is used: over-reserved memory counts against whoever reserved it.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+static LIVE: AtomicUsize = AtomicUsize::new(0);
+static PEAK: AtomicUsize = AtomicUsize::new(0);
+
+/// Forwards to the system allocator and counts bytes.
+pub struct CountingAlloc;
+
+#[inline]
+fn grow(bytes: usize) {
+    let live = LIVE.fetch_add(bytes, Ordering::Relaxed) + bytes;
+    PEAK.fetch_max(live, Ordering::Relaxed);
+}
+
+#[inline]
+fn shrink(bytes: usize) {
+    LIVE.fetch_sub(bytes, Ordering::Relaxed);
+}
+
+// SAFETY: every method forwards to `System` with the caller's pointer and layout unchanged, so
+// `System`'s guarantees carry over; the counters are side effects that never touch the memory.
+// Exercised by `tests::counts_allocations` and by every benchmark that installs it.
+unsafe impl GlobalAlloc for CountingAlloc {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        // SAFETY: forwarded unchanged; see the impl comment.
+        let pointer = unsafe { System.alloc(layout) };
+        if !pointer.is_null() {
+            grow(layout.size());
+        }
+        pointer
+    }
+
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        // SAFETY: forwarded unchanged; see the impl comment.
+        let pointer = unsafe { System.alloc_zeroed(layout) };
+        if !pointer.is_null() {
+            grow(layout.size());
+        }
+        pointer
+    }
+
+    unsafe fn dealloc(&self, pointer: *mut u8, layout: Layout) {
+        // SAFETY: forwarded unchanged; see the impl comment.
+        unsafe { System.dealloc(pointer, layout) };
+        shrink(layout.size());
+    }
+
+    unsafe fn realloc(&self, pointer: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        // SAFETY: forwarded unchanged; see the impl comment.
+        let moved = unsafe { System.realloc(pointer, layout, new_size) };
+        if !moved.is_null() {
+            if new_size >= layout.size() {
+                grow(new_size - layout.size());
+            } else {
+                shrink(layout.size() - new_size);
+            }
+        }
+        moved
+    }
+}
+
+/// Heap bytes allocated and not yet freed.
+pub fn live_bytes() -> usize {
+    LIVE.load(Ordering::Relaxed)
+}
+
+/// The most heap bytes live at once since the last [`reset_peak`].
+pub fn peak_bytes() -> usize {
+    PEAK.load(Ordering::Relaxed)
+}
+
+/// Starts a new peak measurement from the current live bytes.
+pub fn reset_peak() {
+    PEAK.store(live_bytes(), Ordering::Relaxed);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[global_allocator]
+    static ALLOC: CountingAlloc = CountingAlloc;
+
+    #[test]
+    fn counts_allocations() {
+        let before = live_bytes();
+        reset_peak();
+        let mut buffer: Vec<u8> = Vec::with_capacity(1 << 20);
+        buffer.push(1);
+        // Other test threads may allocate too; ours dominates.
+        assert!(live_bytes() >= before + (1 << 20) - (64 << 10));
+        buffer.reserve_exact(2 << 20);
+        assert!(peak_bytes() >= before + (2 << 20));
+        drop(buffer);
+        assert!(live_bytes() < before + (64 << 10));
+    }
+}

@@ -1,0 +1,480 @@
+//! Ripple's merge batcher beside differential-dataflow 0.26's default merge batcher.
+//!
+//! Both engines get identical inputs (see `ripple_bench::batcher_inputs`), run alternately in one
+//! process, and must produce identical output (count and an order-dependent hash of every
+//! update); a mismatch stops the run. Two measurements per cell:
+//! - *cycle*: push the input in rounds, then seal at time 2 (half the updates ship, half stay).
+//! - *merge*: merge two sorted, consolidated chains of the given size each.
+//!
+//! Reports the median time as throughput (payload bytes per second), peak heap (capacity
+//! included; for *cycle* the batcher's own allocations, inputs excluded; for *merge* the two input
+//! chains plus everything the merge allocates), and the ripple/differential ratios.
+
+use clap::Parser;
+use differential_dataflow::batcher::{Batcher, Extract};
+use differential_dataflow::trace::implementations::merge_batcher::{
+    chunker::ContainerChunker, vec::VecMerger, MergeBatcher as DdMergeBatcher, Merger, Sealer,
+};
+use ripple_batcher::chunk::{ChunkWriter, Stash};
+use ripple_batcher::{BatcherConfig, Chain, MergeBatcher};
+use ripple_bench::alloc::{self, CountingAlloc};
+use ripple_bench::batcher_inputs::{
+    cycle_rounds, merge_sides, mix, IntRecord, Raw, Record, Regime, StringRecord,
+};
+use ripple_bench::report::{bytes, markdown_table, median, mib_per_second};
+use ripple_updates::consolidate::consolidate_rows;
+use ripple_updates::{Antichain, Updates};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+#[global_allocator]
+static ALLOC: CountingAlloc = CountingAlloc;
+
+/// Ripple's merge batcher beside differential-dataflow's, with ratios.
+#[derive(Parser, Debug)]
+#[command(version, about)]
+struct Args {
+    /// Per-side sizes, in bytes of payload, with a KiB or MiB suffix.
+    #[arg(long, value_delimiter = ',', default_values_t = ["32KiB".to_string(), "512KiB".to_string()])]
+    sizes: Vec<String>,
+    /// All four sizes of the issue: 32KiB, 512KiB, 8MiB and 128MiB (overrides --sizes).
+    #[arg(long)]
+    full: bool,
+    /// Regimes to run: mixed, collisions, disjoint, sorted.
+    #[arg(long, value_delimiter = ',', default_values_t = Regime::ALL.map(|r| r.name().to_string()))]
+    regimes: Vec<String>,
+    /// Record types to run: int for ((u64, u64), u64, i64), string for (String, u64, i64).
+    #[arg(long, value_delimiter = ',', default_values_t = ["int".to_string(), "string".to_string()])]
+    records: Vec<String>,
+    /// Measurements to run: cycle (push rounds + seal) and merge (two chains).
+    #[arg(long, value_delimiter = ',', default_values_t = ["cycle".to_string(), "merge".to_string()])]
+    modes: Vec<String>,
+    /// Rounds of pushes in the cycle.
+    #[arg(long, default_value_t = 64)]
+    rounds: usize,
+    /// Time to spend per cell and engine, in seconds (at least 3 and at most 31 runs each).
+    #[arg(long, default_value_t = 0.5)]
+    seconds: f64,
+    /// Where to write the Markdown report.
+    #[arg(long, default_value = "results/batcher.md")]
+    out: PathBuf,
+}
+
+/// One run's figures.
+struct Run {
+    time: Duration,
+    peak: usize,
+    /// Updates out and an order-dependent hash of them.
+    checksum: (usize, u64),
+}
+
+/// Medians of one engine in one cell.
+struct Figures {
+    time: Duration,
+    peak: usize,
+}
+
+type RippleUpdate<R> = (<R as Record>::Key, <R as Record>::Val, u64, i64);
+type DdData<R> = (<R as Record>::Key, <R as Record>::Val);
+type DdUpdate<R> = (DdData<R>, u64, i64);
+
+/// Hands the extracted chain out as it is.
+struct ChainSealer;
+impl<C> Sealer<C> for ChainSealer {
+    type Output = Vec<C>;
+    fn seal(chain: &mut Vec<C>) -> Option<Vec<C>> {
+        Some(std::mem::take(chain))
+    }
+}
+
+type DdBatcher<R> =
+    DdMergeBatcher<ContainerChunker<Vec<DdUpdate<R>>>, VecMerger<DdData<R>, u64, i64>, ChainSealer>;
+
+fn checksum_rows<'a, R: Record + 'a>(
+    rows: impl Iterator<Item = (&'a R::Key, &'a R::Val, u64, i64)>,
+) -> (usize, u64) {
+    let mut count = 0;
+    let mut hash = 0;
+    for (key, val, time, diff) in rows {
+        count += 1;
+        hash = mix(hash, mix(mix(R::hash(key, val), time), diff as u64));
+    }
+    (count, hash)
+}
+
+fn ripple_checksum<R: Record>(chain: &Chain<RippleUpdate<R>>) -> (usize, u64) {
+    let mut count = 0;
+    let mut hash = 0;
+    for chunk in chain.chunks() {
+        let view = chunk.view();
+        for index in 0..view.len() {
+            let (key, val, time, diff) = view.row(index);
+            let (more, next) = checksum_rows::<R>(std::iter::once((&key, &val, time, diff)));
+            count += more;
+            hash = mix(hash, next);
+        }
+    }
+    (count, hash)
+}
+
+fn dd_checksum<R: Record>(chain: &[Vec<DdUpdate<R>>]) -> (usize, u64) {
+    let mut count = 0;
+    let mut hash = 0;
+    for ((key, val), time, diff) in chain.iter().flatten() {
+        let (more, next) = checksum_rows::<R>(std::iter::once((key, val, *time, *diff)));
+        count += more;
+        hash = mix(hash, next);
+    }
+    (count, hash)
+}
+
+/// Runs `work` with the peak-memory counter reset; `work` returns its own timing and output.
+/// Peak bytes are counted above `base` (the live bytes before the engine's data was built);
+/// the checksum is taken after the peak is read, so it does not count.
+fn measured<O>(
+    base: usize,
+    work: impl FnOnce() -> (Duration, O),
+    checksum: impl FnOnce(&O) -> (usize, u64),
+) -> Run {
+    alloc::reset_peak();
+    let (time, output) = work();
+    let peak = alloc::peak_bytes().saturating_sub(base);
+    Run {
+        time,
+        peak,
+        checksum: checksum(&output),
+    }
+}
+
+fn ripple_cycle<R: Record>(rounds: &[Updates<RippleUpdate<R>>]) -> Run {
+    measured(
+        alloc::live_bytes(),
+        || {
+            let start = Instant::now();
+            let mut batcher = MergeBatcher::<RippleUpdate<R>>::new(BatcherConfig::default());
+            for round in rounds {
+                batcher.push_updates(round);
+            }
+            let shipped = batcher.seal(Antichain::from_elem(2).borrow());
+            (start.elapsed(), (shipped, batcher))
+        },
+        |(shipped, _)| ripple_checksum::<R>(shipped),
+    )
+}
+
+fn dd_cycle<R: Record>(rounds: &[Vec<DdUpdate<R>>]) -> Run {
+    let mut inputs = rounds.to_vec();
+    measured(
+        alloc::live_bytes(),
+        || {
+            let start = Instant::now();
+            let mut batcher = DdBatcher::<R>::new(None, 0);
+            for round in inputs.iter_mut() {
+                batcher.insert(round);
+            }
+            let shipped = batcher
+                .extract(Antichain::from_elem(2).borrow())
+                .0
+                .unwrap_or_default();
+            (start.elapsed(), (shipped, batcher))
+        },
+        |(shipped, _)| dd_checksum::<R>(shipped),
+    )
+}
+
+/// A ripple chain of `rows` (sorted, consolidated), cut into default-size chunks.
+fn ripple_chain<R: Record>(rows: &[RippleUpdate<R>]) -> Chain<RippleUpdate<R>> {
+    let mut writer = ChunkWriter::new(BatcherConfig::CHUNK_BYTES_DEFAULT);
+    let mut stash = Stash::new(0);
+    let mut chunks = Vec::new();
+    for (k, v, t, r) in rows {
+        writer.updates().push(k, v, t, r);
+        if writer.is_full() {
+            writer.flush(&mut chunks, &mut stash);
+        }
+    }
+    writer.flush(&mut chunks, &mut stash);
+    Chain::from_chunks(chunks)
+}
+
+/// A differential chain of `rows`, cut into chunks of the capacity its merger uses.
+fn dd_chain<R: Record>(rows: &[RippleUpdate<R>]) -> Vec<Vec<DdUpdate<R>>> {
+    let target = timely::container::buffer::default_capacity::<DdUpdate<R>>().next_power_of_two();
+    rows.chunks(target)
+        .map(|piece| {
+            let mut chunk = Vec::with_capacity(target);
+            chunk.extend(
+                piece
+                    .iter()
+                    .map(|(k, v, t, r)| ((k.clone(), v.clone()), *t, *r)),
+            );
+            chunk
+        })
+        .collect()
+}
+
+fn ripple_merge<R: Record>(a: &[RippleUpdate<R>], b: &[RippleUpdate<R>]) -> Run {
+    let base = alloc::live_bytes();
+    let (chain_a, chain_b) = (ripple_chain::<R>(a), ripple_chain::<R>(b));
+    measured(
+        base,
+        || {
+            let start = Instant::now();
+            let mut writer = ChunkWriter::new(BatcherConfig::CHUNK_BYTES_DEFAULT);
+            let mut stash = Stash::new(BatcherConfig::default().stash_count_max);
+            let merged = ripple_batcher::merger::merge(chain_a, chain_b, &mut writer, &mut stash);
+            (start.elapsed(), merged)
+        },
+        ripple_checksum::<R>,
+    )
+}
+
+fn dd_merge<R: Record>(a: &[RippleUpdate<R>], b: &[RippleUpdate<R>]) -> Run {
+    let base = alloc::live_bytes();
+    let (chain_a, chain_b) = (dd_chain::<R>(a), dd_chain::<R>(b));
+    measured(
+        base,
+        || {
+            let start = Instant::now();
+            let mut merger = VecMerger::<DdData<R>, u64, i64>::default();
+            let mut output = Vec::new();
+            let mut stash = Vec::new();
+            merger.merge(chain_a, chain_b, &mut output, &mut stash);
+            (start.elapsed(), output)
+        },
+        |output| dd_checksum::<R>(output),
+    )
+}
+
+/// Runs both engines alternately until the time budget is spent; checks outputs agree.
+fn compare(
+    label: &str,
+    seconds: f64,
+    mut ripple: impl FnMut() -> Run,
+    mut dd: impl FnMut() -> Run,
+) -> Result<(Figures, Figures), String> {
+    let (mut ripple_times, mut dd_times) = (Vec::new(), Vec::new());
+    let (mut ripple_peaks, mut dd_peaks) = (Vec::new(), Vec::new());
+    let started = Instant::now();
+    let mut runs = 0;
+    while runs < 3 || (runs < 31 && started.elapsed().as_secs_f64() < 2.0 * seconds) {
+        let ours = ripple();
+        let theirs = dd();
+        if ours.checksum != theirs.checksum {
+            return Err(format!(
+                "{label}: outputs differ: ripple {:?}, differential {:?}",
+                ours.checksum, theirs.checksum
+            ));
+        }
+        ripple_times.push(ours.time);
+        dd_times.push(theirs.time);
+        ripple_peaks.push(ours.peak);
+        dd_peaks.push(theirs.peak);
+        runs += 1;
+    }
+    ripple_peaks.sort();
+    dd_peaks.sort();
+    Ok((
+        Figures {
+            time: median(&mut ripple_times),
+            peak: ripple_peaks[runs / 2],
+        },
+        Figures {
+            time: median(&mut dd_times),
+            peak: dd_peaks[runs / 2],
+        },
+    ))
+}
+
+fn to_ripple<R: Record>(raw: &[Raw]) -> Vec<RippleUpdate<R>> {
+    raw.iter()
+        .map(|&(key, val, time, diff)| {
+            let (k, v) = R::make(key, val);
+            (k, v, time, diff)
+        })
+        .collect()
+}
+
+fn payload<R: Record>(rows: &[RippleUpdate<R>]) -> usize {
+    rows.iter().map(|(k, _, _, _)| R::payload_bytes(k)).sum()
+}
+
+/// Updates per side for a payload size, measured on a sample of this record type.
+fn count_for<R: Record>(size: usize) -> usize {
+    let sample = to_ripple::<R>(
+        &(0..1000)
+            .map(|i| (i * 7919, i % 4, 0, 1))
+            .collect::<Vec<_>>(),
+    );
+    let per_update = payload::<R>(&sample) / sample.len();
+    (size / per_update).max(1)
+}
+
+fn run_cell<R: Record>(
+    args: &Args,
+    mode: &str,
+    regime: Regime,
+    size: usize,
+) -> Result<Vec<String>, String> {
+    let count = count_for::<R>(size);
+    let label = format!("{} {mode} {} {}", R::NAME, regime.name(), bytes(size));
+    let (payload_bytes, (ours, theirs)) = match mode {
+        "cycle" => {
+            // Both sides' worth of updates, pushed in rounds.
+            let raw = cycle_rounds(regime, 2 * count, args.rounds, 0x5eed);
+            let rows: Vec<Vec<RippleUpdate<R>>> =
+                raw.iter().map(|round| to_ripple::<R>(round)).collect();
+            let payload_bytes = rows.iter().map(|round| payload::<R>(round)).sum();
+            let ripple_rounds: Vec<Updates<RippleUpdate<R>>> = rows
+                .iter()
+                .map(|round| Updates::from_rows(round.iter()))
+                .collect();
+            let dd_rounds: Vec<Vec<DdUpdate<R>>> = rows
+                .iter()
+                .map(|round| {
+                    round
+                        .iter()
+                        .map(|(k, v, t, r)| ((k.clone(), v.clone()), *t, *r))
+                        .collect()
+                })
+                .collect();
+            drop(rows);
+            let figures = compare(
+                &label,
+                args.seconds,
+                || ripple_cycle::<R>(&ripple_rounds),
+                || dd_cycle::<R>(&dd_rounds),
+            )?;
+            (payload_bytes, figures)
+        }
+        "merge" => {
+            let (raw_a, raw_b) = merge_sides(regime, count, 0x5eed);
+            let mut a = to_ripple::<R>(&raw_a);
+            let mut b = to_ripple::<R>(&raw_b);
+            consolidate_rows_owned::<R>(&mut a);
+            consolidate_rows_owned::<R>(&mut b);
+            let payload_bytes = payload::<R>(&a) + payload::<R>(&b);
+            let figures = compare(
+                &label,
+                args.seconds,
+                || ripple_merge::<R>(&a, &b),
+                || dd_merge::<R>(&a, &b),
+            )?;
+            (payload_bytes, figures)
+        }
+        other => return Err(format!("unknown mode '{other}' (expected cycle or merge)")),
+    };
+    let ours_rate = mib_per_second(payload_bytes, ours.time);
+    let theirs_rate = mib_per_second(payload_bytes, theirs.time);
+    let row = vec![
+        R::NAME.to_string(),
+        mode.to_string(),
+        regime.name().to_string(),
+        bytes(size),
+        format!("{ours_rate:.0}"),
+        format!("{theirs_rate:.0}"),
+        format!("{:.2}x", ours_rate / theirs_rate),
+        bytes(ours.peak),
+        bytes(theirs.peak),
+        format!("{:.2}x", ours.peak as f64 / theirs.peak.max(1) as f64),
+    ];
+    eprintln!("{}", row.join("  "));
+    Ok(row)
+}
+
+/// Sorts and consolidates owned rows (setup, untimed).
+fn consolidate_rows_owned<R: Record>(rows: &mut Vec<RippleUpdate<R>>) {
+    consolidate_rows::<RippleUpdate<R>>(rows);
+}
+
+fn parse_size(text: &str) -> Result<usize, String> {
+    let text = text.trim();
+    let (number, unit) = if let Some(n) = text.strip_suffix("KiB") {
+        (n, 1 << 10)
+    } else if let Some(n) = text.strip_suffix("MiB") {
+        (n, 1 << 20)
+    } else {
+        (text, 1)
+    };
+    number
+        .trim()
+        .parse::<usize>()
+        .map(|n| n * unit)
+        .map_err(|_| {
+            format!("bad size '{text}' (expected a number with an optional KiB or MiB suffix)")
+        })
+}
+
+fn main() {
+    let args = Args::parse();
+    if let Err(message) = run(&args) {
+        eprintln!("batcher-bench: {message}");
+        std::process::exit(2);
+    }
+}
+
+fn run(args: &Args) -> Result<(), String> {
+    let sizes: Vec<usize> = if args.full {
+        vec![32 << 10, 512 << 10, 8 << 20, 128 << 20]
+    } else {
+        args.sizes
+            .iter()
+            .map(|s| parse_size(s))
+            .collect::<Result<_, _>>()?
+    };
+    let regimes: Vec<Regime> = args
+        .regimes
+        .iter()
+        .map(|r| Regime::parse(r))
+        .collect::<Result<_, _>>()?;
+    let header = [
+        "record",
+        "bench",
+        "regime",
+        "per side",
+        "ripple MiB/s",
+        "differential MiB/s",
+        "speed ratio",
+        "ripple peak",
+        "differential peak",
+        "memory ratio",
+    ];
+    eprintln!("{}", header.join("  "));
+    let mut rows = Vec::new();
+    for record in &args.records {
+        for mode in &args.modes {
+            for &regime in &regimes {
+                for &size in &sizes {
+                    rows.push(match record.as_str() {
+                        "int" => run_cell::<IntRecord>(args, mode, regime, size)?,
+                        "string" => run_cell::<StringRecord>(args, mode, regime, size)?,
+                        other => {
+                            return Err(format!(
+                                "unknown record type '{other}' (expected int or string)"
+                            ))
+                        }
+                    });
+                }
+            }
+        }
+    }
+    let command = std::env::args().collect::<Vec<_>>().join(" ");
+    let report = format!(
+        "# Merge batcher: ripple vs differential-dataflow 0.26\n\n\
+         Produced by `{command}` on a machine with {} cores.\n\
+         Medians of alternating runs; throughput is payload bytes (both sides) per second. Peak heap\n\
+         counts capacity, not just use: for *cycle* it is the batcher's own allocations (the caller's\n\
+         input buffers excluded), for *merge* the two input chains plus what the merge allocates.\n\
+         Ratios are ripple / differential: above 1 is faster for speed, below 1 is leaner for memory.\n\n{}",
+        std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
+        markdown_table(&header, &rows)
+    );
+    if let Some(parent) = args.out.parent() {
+        std::fs::create_dir_all(parent)
+            .map_err(|e| format!("cannot create {}: {e}", parent.display()))?;
+    }
+    std::fs::write(&args.out, report)
+        .map_err(|e| format!("cannot write {}: {e}", args.out.display()))?;
+    eprintln!("wrote {}", args.out.display());
+    Ok(())
+}
