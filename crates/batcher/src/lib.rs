@@ -13,6 +13,21 @@
 //!
 //! The batcher knows times and frontiers but nothing of timely's dataflow types; the arrange
 //! operator composes it with the trace.
+//!
+//! ```
+//! use ripple_batcher::{BatcherConfig, MergeBatcher};
+//! use ripple_updates::{Antichain, Updates};
+//!
+//! // Updates (key, val, time, diff); any order, any number of pushes.
+//! let mut batcher = MergeBatcher::<(u64, String, u64, i64)>::new(BatcherConfig::default());
+//! let rows = vec![(1, "a".to_string(), 3, 1), (1, "a".to_string(), 0, 1), (2, "b".to_string(), 1, -1)];
+//! batcher.push_updates(&Updates::from_rows(rows.iter()));
+//!
+//! // Everything at times not >= 2 comes out sorted and consolidated; the rest stays.
+//! let sealed = batcher.seal(Antichain::from_elem(2).borrow());
+//! assert_eq!(sealed.len(), 2);
+//! assert_eq!(batcher.frontier().to_owned(), Antichain::from_elem(3));
+//! ```
 
 pub mod batcher;
 pub mod chain;

@@ -12,7 +12,11 @@ use ripple_updates::{Antichain, Update, Updates};
 #[global_allocator]
 static ALLOC: CountingAlloc = CountingAlloc;
 
-fn held_after_seal<U: Update>(rounds: &[Updates<U>], upper: U::Time, chunk_bytes: usize) -> (usize, usize) {
+fn held_after_seal<U: Update>(
+    rounds: &[Updates<U>],
+    upper: U::Time,
+    chunk_bytes: usize,
+) -> (usize, usize) {
     let before = live_bytes();
     let mut batcher = MergeBatcher::<U>::new(BatcherConfig::with_chunk_bytes(chunk_bytes));
     for round in rounds {
@@ -38,14 +42,27 @@ fn batcher_holds_at_most_a_quarter_more_than_its_data() {
     };
     let ints: Vec<Updates<IntU>> = (0..16)
         .map(|_| {
-            let rows: Vec<Row<IntU>> = (0..20_000).map(|_| (next() % 1_000_000, next() % 4, next() % 4, 1)).collect();
+            let rows: Vec<Row<IntU>> = (0..20_000)
+                .map(|_| (next() % 1_000_000, next() % 4, next() % 4, 1))
+                .collect();
             Updates::from_rows(rows.iter())
         })
         .collect();
     let strings: Vec<Updates<StrU>> = (0..16)
         .map(|_| {
             let rows: Vec<Row<StrU>> = (0..10_000)
-                .map(|_| (format!("{:024}{}", next() % 1_000_000, "x".repeat((next() % 17) as usize)), (), next() % 4, 1))
+                .map(|_| {
+                    (
+                        format!(
+                            "{:024}{}",
+                            next() % 1_000_000,
+                            "x".repeat((next() % 17) as usize)
+                        ),
+                        (),
+                        next() % 4,
+                        1,
+                    )
+                })
                 .collect();
             Updates::from_rows(rows.iter())
         })
