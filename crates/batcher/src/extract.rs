@@ -28,25 +28,11 @@ pub fn extract<U: Update>(
     let mut keep = Vec::new();
     let mut time = U::Time::minimum();
 
-    // Count the kept updates first, so each writer reserves only for its share.
-    let mut kept_count = 0;
+    // One pass over the times decides every update (and builds the frontier), so each writer
+    // can reserve for its share before anything is copied.
+    let mut kept_flags: Vec<bool> = Vec::with_capacity(chain.len());
     for chunk in chain.chunks() {
         let view = chunk.view();
-        for index in 0..view.len() {
-            time.copy_from(view.time(index));
-            kept_count += usize::from(upper.less_equal(&time));
-        }
-    }
-    let bytes = chain.byte_len();
-    let kept_bytes = (bytes as u128 * kept_count as u128 / chain.len().max(1) as u128) as usize;
-    // Update sizes vary, so leave each side some slack over its proportional share.
-    keep_writer.expect_bytes(kept_bytes + kept_bytes / 8);
-    ship_writer.expect_bytes((bytes - kept_bytes) + (bytes - kept_bytes) / 8);
-    let mut kept_flags: Vec<bool> = Vec::new();
-
-    for chunk in chain.into_chunks() {
-        let view = chunk.view();
-        kept_flags.clear();
         kept_flags.extend((0..view.len()).map(|index| {
             time.copy_from(view.time(index));
             let kept = upper.less_equal(&time);
@@ -55,9 +41,22 @@ pub fn extract<U: Update>(
             }
             kept
         }));
+    }
+    let kept_count = kept_flags.iter().filter(|&&kept| kept).count();
+    let bytes = chain.byte_len();
+    let kept_bytes = (bytes as u128 * kept_count as u128 / chain.len().max(1) as u128) as usize;
+    // Update sizes vary, so leave each side some slack over its proportional share.
+    keep_writer.expect_bytes(kept_bytes + kept_bytes / 8);
+    ship_writer.expect_bytes((bytes - kept_bytes) + (bytes - kept_bytes) / 8);
 
-        let all_kept = kept_flags.iter().all(|&kept| kept);
-        let none_kept = !kept_flags.iter().any(|&kept| kept);
+    let mut offset = 0;
+    for chunk in chain.into_chunks() {
+        let view = chunk.view();
+        let flags = &kept_flags[offset..offset + view.len()];
+        offset += view.len();
+
+        let all_kept = flags.iter().all(|&kept| kept);
+        let none_kept = !flags.iter().any(|&kept| kept);
         if all_kept && keep_writer.is_empty() {
             keep.push(chunk);
             continue;
@@ -69,7 +68,7 @@ pub fn extract<U: Update>(
 
         let mut start = 0;
         while start < view.len() {
-            let kept = kept_flags[start];
+            let kept = flags[start];
             let (writer, output) = if kept {
                 (&mut *keep_writer, &mut keep)
             } else {
@@ -78,7 +77,7 @@ pub fn extract<U: Update>(
             writer.prepare(stash);
             let limit = view.len().min(start + writer.room());
             let end = start
-                + kept_flags[start..limit]
+                + flags[start..limit]
                     .iter()
                     .take_while(|&&k| k == kept)
                     .count();

@@ -140,7 +140,6 @@ pub fn merge<U: Update>(
                         writer.flush(&mut output, stash);
                     }
                 }
-                writer.flush(&mut output, stash);
                 stash.recycle(chunk);
             }
         }
@@ -158,6 +157,9 @@ pub fn merge<U: Update>(
 /// comparison and one push per column. Only after `GALLOP_AFTER` consecutive updates from the
 /// same side does the merge gallop and copy the rest of the run in bulk: on interleaved keys
 /// runs are short and a search would cost more than it saves.
+///
+/// The `Less` and `Greater` arms mirror each other on purpose: folding them into one helper
+/// costs the comparison each arm reuses, and measured half the speed on interleaved keys.
 #[inline]
 fn merge_chunks<'a, U: Update>(
     a: UpdatesView<'a, U>,

@@ -56,6 +56,35 @@ fn merge_all<U: Update>(mut chains: Vec<Chain<U>>, chunk_bytes_max: usize) -> Ch
     chains.pop().unwrap_or_default()
 }
 
+/// Chunks `rows` at capacity index `cap`: every chain is valid and together they hold the model.
+fn check_chunker<U: Update<Diff = i64>>(
+    rows: &[Row<U>],
+    slice: usize,
+    cap: usize,
+) -> Result<(), TestCaseError> {
+    let chains = chunk_all::<U>(rows, CAPACITIES[cap], slice);
+    let mut all = Vec::new();
+    for chain in &chains {
+        chain.check_invariants();
+        all.extend(chain.to_rows());
+    }
+    prop_assert_eq!(model::<U>(&all), model::<U>(rows));
+    Ok(())
+}
+
+/// Chunks and merges `rows` at capacity index `cap`: the merged chain is valid and is the model.
+fn check_merger<U: Update<Diff = i64>>(
+    rows: &[Row<U>],
+    slice: usize,
+    cap: usize,
+) -> Result<(), TestCaseError> {
+    let chains = chunk_all::<U>(rows, CAPACITIES[cap], slice);
+    let merged = merge_all(chains, CAPACITIES[cap]);
+    merged.check_invariants();
+    prop_assert_eq!(merged.to_rows(), model::<U>(rows));
+    Ok(())
+}
+
 type IntU = (u64, u64, u64, i64);
 type StrU = (String, (), u64, i64);
 type PartialU = (u32, u32, Product<u64, u32>, i64);
@@ -73,40 +102,22 @@ proptest! {
 
     #[test]
     fn chunker_matches_model(rows in int_rows(400), slice in 1usize..100, cap in 0usize..4) {
-        let chains = chunk_all::<IntU>(&rows, CAPACITIES[cap], slice);
-        let mut all = Vec::new();
-        for chain in &chains {
-            chain.check_invariants();
-            all.extend(chain.to_rows());
-        }
-        prop_assert_eq!(model::<IntU>(&all), model::<IntU>(&rows));
+        check_chunker::<IntU>(&rows, slice, cap)?;
     }
 
     #[test]
     fn chunker_columns_match_model(rows in str_rows(300), slice in 1usize..100, cap in 0usize..4) {
-        let chains = chunk_all::<StrU>(&rows, CAPACITIES[cap], slice);
-        let mut all = Vec::new();
-        for chain in &chains {
-            chain.check_invariants();
-            all.extend(chain.to_rows());
-        }
-        prop_assert_eq!(model::<StrU>(&all), model::<StrU>(&rows));
+        check_chunker::<StrU>(&rows, slice, cap)?;
     }
 
     #[test]
     fn merger_matches_model(rows in int_rows(600), slice in 1usize..200, cap in 0usize..4) {
-        let chains = chunk_all::<IntU>(&rows, CAPACITIES[cap], slice);
-        let merged = merge_all(chains, CAPACITIES[cap]);
-        merged.check_invariants();
-        prop_assert_eq!(merged.to_rows(), model::<IntU>(&rows));
+        check_merger::<IntU>(&rows, slice, cap)?;
     }
 
     #[test]
     fn merger_strings_match_model(rows in str_rows(400), slice in 1usize..200, cap in 0usize..4) {
-        let chains = chunk_all::<StrU>(&rows, CAPACITIES[cap], slice);
-        let merged = merge_all(chains, CAPACITIES[cap]);
-        merged.check_invariants();
-        prop_assert_eq!(merged.to_rows(), model::<StrU>(&rows));
+        check_merger::<StrU>(&rows, slice, cap)?;
     }
 
     /// Chains with long shared runs and equal triples at chunk boundaries: the passthrough and
