@@ -56,7 +56,7 @@ struct Args {
     #[arg(long, default_value_t = 0.5)]
     seconds: f64,
     /// Where to write the Markdown report.
-    #[arg(long, default_value = "results/batcher.md")]
+    #[arg(long, default_value = "target/bench/batcher.md")]
     out: PathBuf,
 }
 
@@ -90,42 +90,36 @@ impl<C> Sealer<C> for ChainSealer {
 type DdBatcher<R> =
     DdMergeBatcher<ContainerChunker<Vec<DdUpdate<R>>>, VecMerger<DdData<R>, u64, i64>, ChainSealer>;
 
-fn checksum_rows<'a, R: Record + 'a>(
-    rows: impl Iterator<Item = (&'a R::Key, &'a R::Val, u64, i64)>,
-) -> (usize, u64) {
-    let mut count = 0;
-    let mut hash = 0;
-    for (key, val, time, diff) in rows {
-        count += 1;
-        hash = mix(hash, mix(mix(R::hash(key, val), time), diff as u64));
-    }
-    (count, hash)
+/// Folds one update into an order-dependent checksum `(count, hash)`.
+fn fold_update<R: Record>(
+    checksum: &mut (usize, u64),
+    key: &R::Key,
+    val: &R::Val,
+    time: u64,
+    diff: i64,
+) {
+    checksum.0 += 1;
+    checksum.1 = mix(checksum.1, mix(mix(R::hash(key, val), time), diff as u64));
 }
 
 fn ripple_checksum<R: Record>(chain: &Chain<RippleUpdate<R>>) -> (usize, u64) {
-    let mut count = 0;
-    let mut hash = 0;
+    let mut checksum = (0, 0);
     for chunk in chain.chunks() {
         let view = chunk.view();
         for index in 0..view.len() {
             let (key, val, time, diff) = view.row(index);
-            let (more, next) = checksum_rows::<R>(std::iter::once((&key, &val, time, diff)));
-            count += more;
-            hash = mix(hash, next);
+            fold_update::<R>(&mut checksum, &key, &val, time, diff);
         }
     }
-    (count, hash)
+    checksum
 }
 
 fn dd_checksum<R: Record>(chain: &[Vec<DdUpdate<R>>]) -> (usize, u64) {
-    let mut count = 0;
-    let mut hash = 0;
+    let mut checksum = (0, 0);
     for ((key, val), time, diff) in chain.iter().flatten() {
-        let (more, next) = checksum_rows::<R>(std::iter::once((key, val, *time, *diff)));
-        count += more;
-        hash = mix(hash, next);
+        fold_update::<R>(&mut checksum, key, val, *time, *diff);
     }
-    (count, hash)
+    checksum
 }
 
 /// Runs `work` with the peak-memory counter reset; `work` returns its own timing and output.
@@ -351,8 +345,8 @@ fn run_cell<R: Record>(
             let (raw_a, raw_b) = merge_sides(regime, count, 0x5eed);
             let mut a = to_ripple::<R>(&raw_a);
             let mut b = to_ripple::<R>(&raw_b);
-            consolidate_rows_owned::<R>(&mut a);
-            consolidate_rows_owned::<R>(&mut b);
+            consolidate_rows::<RippleUpdate<R>>(&mut a);
+            consolidate_rows::<RippleUpdate<R>>(&mut b);
             let payload_bytes = payload::<R>(&a) + payload::<R>(&b);
             let figures = compare(
                 &label,
@@ -382,11 +376,6 @@ fn run_cell<R: Record>(
     Ok(row)
 }
 
-/// Sorts and consolidates owned rows (setup, untimed).
-fn consolidate_rows_owned<R: Record>(rows: &mut Vec<RippleUpdate<R>>) {
-    consolidate_rows::<RippleUpdate<R>>(rows);
-}
-
 fn parse_size(text: &str) -> Result<usize, String> {
     let text = text.trim();
     let (number, unit) = if let Some(n) = text.strip_suffix("KiB") {
@@ -405,8 +394,21 @@ fn parse_size(text: &str) -> Result<usize, String> {
         })
 }
 
+/// Puts the allocator in the state a long-running process reaches, whatever cells run.
+///
+/// glibc serves blocks above its mmap threshold (128 KiB at start) with fresh mappings, and
+/// raises the threshold to the size of a freed mapped block (blocks up to 32 MiB count; 16 MiB is
+/// safely below that cap).
+/// Without this, a cell's figures depend on which cells ran before it: a merge of 2 MiB chunks
+/// measured alone paid a page fault per page and ran at half the speed it reached after a
+/// cycle cell had freed larger blocks. Both engines see the same primed allocator.
+fn prime_allocator() {
+    drop(std::hint::black_box(Vec::<u8>::with_capacity(16 << 20)));
+}
+
 fn main() {
     let args = Args::parse();
+    prime_allocator();
     if let Err(message) = run(&args) {
         eprintln!("batcher-bench: {message}");
         std::process::exit(2);
