@@ -6,9 +6,13 @@
 
 use columnar::{Columnar, Ref};
 use std::fmt::Debug;
+use std::hash::Hash;
 
 /// A commutative, associative addition with a recognizable zero.
-pub trait Semigroup: Columnar + Clone + Debug + Send + 'static {
+///
+/// `Eq + Hash` let batches store the distinct `(time, diff)` pairs of a batch once, in a
+/// dictionary, instead of once per update.
+pub trait Semigroup: Columnar + Clone + Eq + Hash + Debug + Send + 'static {
     /// Adds `rhs` into `self`.
     fn plus_equals(&mut self, rhs: &Self);
     /// True when `self` is the additive identity, so the update carries no change.

@@ -26,6 +26,24 @@ pub trait Lattice: PartialOrder + Sized {
     fn meet_assign(&mut self, other: &Self) {
         *self = self.meet(other);
     }
+
+    /// Advances `self` to the earliest time that is indistinguishable from it once only times
+    /// `>= frontier` are observed: the meet, over the elements `f` of `frontier`, of
+    /// `self.join(f)`. An empty frontier leaves `self` unchanged.
+    ///
+    /// This is what logical compaction does to a batch: for every `t` with `frontier <= t`,
+    /// `self <= t` holds exactly when the advanced time `<= t`, so accumulations at such `t` do
+    /// not change.
+    fn advance_by(&mut self, frontier: timely::progress::frontier::AntichainRef<'_, Self>) {
+        let mut elements = frontier.iter();
+        if let Some(first) = elements.next() {
+            let mut advanced = self.join(first);
+            for element in elements {
+                advanced.meet_assign(&self.join(element));
+            }
+            *self = advanced;
+        }
+    }
 }
 
 macro_rules! total_order_lattice {
@@ -83,6 +101,21 @@ mod tests {
             }
             if c.less_equal(&a) && c.less_equal(&b) {
                 prop_assert!(c.less_equal(&a.meet(&b)));
+            }
+        }
+
+        #[test]
+        fn advance_by_preserves_comparisons_beyond_frontier(
+            t in product(),
+            frontier in proptest::collection::vec(product(), 0..3),
+            probe in product(),
+        ) {
+            let frontier = timely::progress::Antichain::from(frontier);
+            let mut advanced = t;
+            advanced.advance_by(frontier.borrow());
+            prop_assert!(t.less_equal(&advanced));
+            if frontier.less_equal(&probe) {
+                prop_assert_eq!(t.less_equal(&probe), advanced.less_equal(&probe));
             }
         }
 

@@ -38,9 +38,10 @@ impl<D> Data for D where
 /// A time: a timely timestamp with lattice operations, storable in columns.
 ///
 /// The total order `Ord` (lexicographic for `Product`) is only used to sort updates; the
-/// semantics use the partial order `PartialOrder`.
-pub trait Time: timely::progress::Timestamp + Lattice + Data {}
-impl<T: timely::progress::Timestamp + Lattice + Data> Time for T {}
+/// semantics use the partial order `PartialOrder`. `Hash` lets batches store their distinct
+/// `(time, diff)` pairs once, in a dictionary.
+pub trait Time: timely::progress::Timestamp + Lattice + Data + std::hash::Hash {}
+impl<T: timely::progress::Timestamp + Lattice + Data + std::hash::Hash> Time for T {}
 
 /// The types of an update `(key, val, time, diff)`.
 pub trait Update: Sized + 'static {

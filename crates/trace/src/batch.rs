@@ -1,0 +1,238 @@
+//! Batches: immutable, indexed updates for an interval of times.
+//!
+//! A batch is a trie in columns: sorted distinct keys; for each key, its sorted distinct values;
+//! for each value, its updates sorted by time, consolidated. Offsets link the levels
+//! ([`OffsetList`]) and the `(time, diff)` pairs are dictionary-encoded ([`Histories`]).
+//!
+//! [`Batch`] is a reference-counted handle: cloning it never copies data, and a reader holding
+//! a clone keeps the columns alive however the trace that produced it moves on.
+
+use crate::cursor::BatchCursor;
+use crate::description::Description;
+use crate::history::Histories;
+use crate::offsets::OffsetList;
+use columnar::{AsBytes, Borrow, Columnar, Container, ContainerOf, Index, Len};
+use ripple_updates::update::Row;
+use ripple_updates::{Semigroup, Update};
+use std::cmp::Ordering;
+use std::rc::Rc;
+
+/// The columns of a batch. Read through [`Batch`] and its cursors.
+pub struct BatchData<U: Update> {
+    pub(crate) keys: ContainerOf<U::Key>,
+    /// For key `i`, its values are `vals[key_ends.start(i)..key_ends.end(i)]`.
+    pub(crate) key_ends: OffsetList,
+    pub(crate) vals: ContainerOf<U::Val>,
+    /// For value `j`, its updates are `histories[val_ends.start(j)..val_ends.end(j)]`.
+    pub(crate) val_ends: OffsetList,
+    pub(crate) histories: Histories<U::Time, U::Diff>,
+    pub(crate) description: Description<U::Time>,
+}
+
+/// A shared, immutable batch of updates.
+pub struct Batch<U: Update> {
+    data: Rc<BatchData<U>>,
+}
+
+impl<U: Update> Clone for Batch<U> {
+    fn clone(&self) -> Self {
+        Self {
+            data: Rc::clone(&self.data),
+        }
+    }
+}
+
+impl<U: Update> Batch<U> {
+    pub(crate) fn from_data(data: BatchData<U>) -> Self {
+        let batch = Self {
+            data: Rc::new(data),
+        };
+        if cfg!(debug_assertions) {
+            batch.check_invariants();
+        }
+        batch
+    }
+
+    /// A batch with no updates, carrying only the progress `description` records.
+    pub fn empty(description: Description<U::Time>) -> Self {
+        Self::from_data(BatchData {
+            keys: Default::default(),
+            key_ends: OffsetList::default(),
+            vals: Default::default(),
+            val_ends: OffsetList::default(),
+            histories: Histories::default(),
+            description,
+        })
+    }
+
+    /// The columns, for cursors.
+    #[inline(always)]
+    pub(crate) fn data(&self) -> &BatchData<U> {
+        &self.data
+    }
+
+    /// The interval of times and the compaction frontier.
+    pub fn description(&self) -> &Description<U::Time> {
+        &self.data.description
+    }
+
+    /// The number of updates.
+    #[inline(always)]
+    pub fn len(&self) -> usize {
+        self.data.histories.len()
+    }
+
+    /// True when there are no updates.
+    #[inline(always)]
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The number of distinct keys.
+    pub fn key_count(&self) -> usize {
+        self.data.keys.len()
+    }
+
+    /// The number of distinct `(key, val)` pairs.
+    pub fn val_count(&self) -> usize {
+        self.data.vals.len()
+    }
+
+    /// A cursor over this batch's updates, borrowing the batch.
+    pub fn cursor(&self) -> BatchCursor<'_, U> {
+        BatchCursor::new(self.data())
+    }
+
+    /// How many handles share these columns (this one included).
+    pub fn handle_count(&self) -> usize {
+        Rc::strong_count(&self.data)
+    }
+
+    /// Heap bytes held by the columns.
+    pub fn heap_bytes(&self) -> usize {
+        let data = &*self.data;
+        payload_bytes::<U::Key>(&data.keys)
+            + data.key_ends.heap_bytes()
+            + payload_bytes::<U::Val>(&data.vals)
+            + data.val_ends.heap_bytes()
+            + data.histories.heap_bytes()
+    }
+
+    /// All updates as owned rows, in order (tests and tools; not a hot path).
+    pub fn to_rows(&self) -> Vec<Row<U>> {
+        let mut rows = Vec::with_capacity(self.len());
+        let mut cursor = self.cursor();
+        while let Some(key) = cursor.get_key() {
+            while let Some(val) = cursor.get_val() {
+                cursor.map_times(|time, diff| {
+                    rows.push((
+                        U::Key::into_owned(key),
+                        U::Val::into_owned(val),
+                        U::Time::into_owned(time),
+                        U::Diff::into_owned(diff),
+                    ))
+                });
+                cursor.step_val();
+            }
+            cursor.step_key();
+        }
+        rows
+    }
+
+    /// Panics unless the batch is well formed: keys strictly increasing, each key with at
+    /// least one value, values strictly increasing within a key, each value with at least one
+    /// update, times strictly increasing within a value, no zero diff, every time inside the
+    /// description (`lower <= t`, not `upper <= t`; only checked when `since == lower`, as
+    /// advanced times may lie beyond `upper`), and offsets covering every column exactly.
+    pub fn check_invariants(&self) {
+        let data = &*self.data;
+        let (keys, vals) = (data.keys.borrow(), data.vals.borrow());
+        assert_eq!(data.key_ends.len(), keys.len(), "one value range per key");
+        assert_eq!(
+            data.key_ends.last_end(),
+            vals.len(),
+            "value ranges cover values"
+        );
+        assert_eq!(
+            data.val_ends.len(),
+            vals.len(),
+            "one update range per value"
+        );
+        assert_eq!(
+            data.val_ends.last_end(),
+            data.histories.len(),
+            "update ranges cover updates"
+        );
+        let unadvanced = data.description.since == data.description.lower;
+        for key in 0..keys.len() {
+            if key > 0 {
+                assert_eq!(
+                    keys.get(key - 1).cmp(&keys.get(key)),
+                    Ordering::Less,
+                    "keys not strictly increasing at {key}"
+                );
+            }
+            let (start, end) = (data.key_ends.start(key), data.key_ends.end(key));
+            assert!(start < end, "key {key} ({:?}) has no values", keys.get(key));
+            for val in start..end {
+                if val > start {
+                    assert_eq!(
+                        vals.get(val - 1).cmp(&vals.get(val)),
+                        Ordering::Less,
+                        "values of key {:?} not strictly increasing",
+                        keys.get(key)
+                    );
+                }
+                let (first, last) = (data.val_ends.start(val), data.val_ends.end(val));
+                assert!(first < last, "value {val} has no updates");
+                for update in first..last {
+                    let (time, diff) = data.histories.get(update);
+                    if update > first {
+                        let (previous, _) = data.histories.get(update - 1);
+                        assert_eq!(
+                            previous.cmp(&time),
+                            Ordering::Less,
+                            "times of ({:?}, {:?}) not strictly increasing",
+                            keys.get(key),
+                            vals.get(val)
+                        );
+                    }
+                    assert!(
+                        !U::Diff::into_owned(diff).is_zero(),
+                        "zero diff kept for ({:?}, {:?}, {time:?})",
+                        keys.get(key),
+                        vals.get(val)
+                    );
+                    if unadvanced {
+                        let time = U::Time::into_owned(time);
+                        assert!(
+                            data.description.lower.less_equal(&time)
+                                && !data.description.upper.less_equal(&time),
+                            "time {time:?} outside [{:?}, {:?})",
+                            data.description.lower,
+                            data.description.upper
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The payload bytes of a columnar container: its slices, as stored.
+pub(crate) fn payload_bytes<C: Columnar>(container: &ContainerOf<C>) -> usize {
+    container
+        .borrow()
+        .as_bytes()
+        .map(|(_align, bytes)| bytes.len())
+        .sum()
+}
+
+/// A copy of `container` whose allocations are exactly its contents: builders grow their
+/// columns by doubling, and a batch lives long, so the slack is worth one copy.
+pub(crate) fn exact_copy<C: Columnar>(container: ContainerOf<C>) -> ContainerOf<C> {
+    let borrowed = container.borrow();
+    let mut exact = <ContainerOf<C> as Container>::with_capacity_for(std::iter::once(borrowed));
+    exact.extend_from_self(borrowed, 0..borrowed.len());
+    exact
+}

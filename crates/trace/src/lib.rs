@@ -1,0 +1,56 @@
+//! Ripple's indexed state: the trace that joins and reductions read.
+//!
+//! - [`batch`]: a [`Batch`] is an immutable columnar trie `key -> val -> (time, diff)` for an
+//!   interval of times ([`Description`]), shared by reference count. [`offsets`] and
+//!   [`history`] are its compact encodings.
+//! - [`builder`]: sorted, consolidated updates (a sealed chain) to a batch, without sorting.
+//! - [`cursor`]: [`BatchCursor`] navigates one batch with borrowed items; [`trace_cursor`]
+//!   merges several on the fly.
+//! - [`lookup`]: many sorted probe keys against every batch, one forward pass per batch.
+//! - [`merge`]: two adjacent batches to one, fueled, advancing times to `since`.
+//! - [`spine`]: the [`Spine`], LSM-style levels with merge work paid by inserts.
+//! - [`handle`]: [`TraceHandle`]s share a spine, each with its own compaction holds;
+//!   [`snapshot`] is a reader's consistent view.
+//!
+//! The trace knows times and frontiers but not timely's dataflow types, and does not know the
+//! batcher: the arrange operator composes them.
+//!
+//! ```
+//! use ripple_trace::{Builder, Description, SpineConfig, TraceHandle};
+//! use ripple_updates::Antichain;
+//!
+//! let trace = TraceHandle::<(u64, u64, u64, i64)>::new(SpineConfig::default());
+//! // A batch of updates at times [0, 2), pushed in (key, val, time) order.
+//! let mut builder = Builder::new();
+//! builder.push(&1, &10, &0, &1);
+//! builder.push(&1, &11, &1, &1);
+//! builder.push(&3, &30, &1, &1);
+//! trace.insert(builder.done(Description::new(Antichain::from_elem(0), Antichain::from_elem(2))));
+//!
+//! let snapshot = trace.snapshot();
+//! assert_eq!(snapshot.accumulate_at(&0), vec![(1, 10, 1)]);
+//! assert_eq!(snapshot.accumulate_at(&1).len(), 3);
+//! ```
+
+pub mod batch;
+pub mod builder;
+pub mod cursor;
+pub mod description;
+pub mod handle;
+pub mod history;
+pub mod lookup;
+pub mod merge;
+pub mod offsets;
+pub mod snapshot;
+pub mod spine;
+pub mod trace_cursor;
+
+pub use batch::Batch;
+pub use builder::Builder;
+pub use cursor::BatchCursor;
+pub use description::Description;
+pub use handle::TraceHandle;
+pub use lookup::{LookupScratch, ValCursor};
+pub use snapshot::TraceSnapshot;
+pub use spine::{Spine, SpineConfig};
+pub use trace_cursor::TraceCursor;

@@ -1,0 +1,160 @@
+//! Batched lookups: many probe keys against every batch of a trace, one forward pass per batch.
+//!
+//! Looking keys up one at a time walks every batch once per key, jumping between batches and
+//! starting each search afresh. Given the probe keys sorted, [`lookup`] instead visits each
+//! batch once:
+//! - a batch whose key range `[first, last]` misses the probes' range is skipped outright;
+//! - otherwise probes and keys are zipped, galloping on whichever side is behind, so a run of
+//!   nearby probes costs a few comparisons each and a batch much smaller than the probe run is
+//!   crossed in a few gallops over the probes.
+//!
+//! The hits, `(probe, key position)` per batch, are then merged in probe order and handed out
+//! as a [`ValCursor`] over the values of that key in every batch that has it. A single probe
+//! does exactly the work of one seek per batch, so tiny probe runs do not lose.
+
+use crate::batch::Batch;
+use crate::cursor::gallop;
+use crate::trace_cursor::TraceCursor;
+use columnar::{BorrowedOf, Columnar, Index, Len, Ref};
+use ripple_updates::Update;
+use std::cmp::Ordering;
+
+/// Buffers reused across lookups, so a steady stream of lookups allocates nothing.
+#[derive(Default)]
+pub struct LookupScratch {
+    /// Per batch, `(probe index, key index)` of each hit, in probe order.
+    hits: Vec<Vec<(u32, u32)>>,
+    /// Per batch, how many of its hits have been handed out.
+    next: Vec<usize>,
+}
+
+/// The values of one probed key, across the batches that have it.
+pub struct ValCursor<'c, 'a, U: Update> {
+    cursor: &'c mut TraceCursor<'a, U>,
+}
+
+impl<'a, U: Update> ValCursor<'_, 'a, U> {
+    /// The key found.
+    pub fn key(&self) -> Ref<'a, U::Key> {
+        self.cursor
+            .get_key()
+            .expect("a value cursor is always at a key")
+    }
+
+    /// The current value, if any.
+    pub fn get_val(&self) -> Option<Ref<'a, U::Val>> {
+        self.cursor.get_val()
+    }
+
+    /// Calls `logic` with each `(time, diff)` of the current value, batch by batch.
+    pub fn map_times(&self, logic: impl FnMut(Ref<'a, U::Time>, Ref<'a, U::Diff>)) {
+        self.cursor.map_times(logic)
+    }
+
+    /// Advances to the next value.
+    pub fn step_val(&mut self) {
+        self.cursor.step_val()
+    }
+
+    /// Advances to the first value `>= val`.
+    pub fn seek_val(&mut self, val: Ref<'_, U::Val>) {
+        self.cursor.seek_val(val)
+    }
+
+    /// Returns to the first value.
+    pub fn rewind_vals(&mut self) {
+        self.cursor.rewind_vals()
+    }
+}
+
+/// Finds each probe in every batch; see the module documentation. `probes` must be sorted
+/// (checked in debug builds); a repeated probe is reported once per occurrence.
+pub fn lookup<U: Update>(
+    batches: &[Batch<U>],
+    probes: BorrowedOf<'_, U::Key>,
+    scratch: &mut LookupScratch,
+    mut found: impl FnMut(usize, &mut ValCursor<'_, '_, U>),
+) {
+    debug_assert!(
+        (1..probes.len()).all(|i| probes.get(i - 1).cmp(&probes.get(i)) != Ordering::Greater),
+        "lookup probes must be sorted"
+    );
+    let mut cursor = TraceCursor::new(batches);
+    let batch_count = cursor.cursors.len();
+    if probes.is_empty() || batch_count == 0 {
+        return;
+    }
+    scratch
+        .hits
+        .resize_with(batch_count.max(scratch.hits.len()), Vec::new);
+    scratch.next.clear();
+    scratch.next.resize(batch_count, 0);
+
+    let probe_count = probes.len();
+    let (first_probe, last_probe) = (
+        U::Key::reborrow(probes.get(0)),
+        U::Key::reborrow(probes.get(probe_count - 1)),
+    );
+    for (batch, hits) in cursor.cursors.iter().zip(scratch.hits.iter_mut()) {
+        hits.clear();
+        let key_count = batch.key_count();
+        let key = |index: usize| U::Key::reborrow(batch.key_at(index));
+        let probe = |index: usize| U::Key::reborrow(probes.get(index));
+        if last_probe < key(0) || key(key_count - 1) < first_probe {
+            continue;
+        }
+        let (mut p, mut k) = (0, 0);
+        while p < probe_count && k < key_count {
+            match probe(p).cmp(&key(k)) {
+                Ordering::Less => {
+                    let target = key(k);
+                    p = gallop(p, probe_count, |i| probe(i) < target);
+                }
+                Ordering::Greater => {
+                    let target = probe(p);
+                    k = gallop(k, key_count, |i| key(i) < target);
+                }
+                Ordering::Equal => {
+                    // Only the probe moves on: a repeated probe finds the same key again.
+                    hits.push((p as u32, k as u32));
+                    p += 1;
+                }
+            }
+        }
+    }
+
+    // Hand out the hits in probe order, positioning every batch that has the probe at it.
+    loop {
+        let mut least = u32::MAX;
+        for (hits, &next) in scratch.hits[..batch_count].iter().zip(&scratch.next) {
+            if next < hits.len() {
+                least = least.min(hits[next].0);
+            }
+        }
+        if least == u32::MAX {
+            break;
+        }
+        cursor.at_key.clear();
+        for (batch, (hits, next)) in scratch.hits[..batch_count]
+            .iter()
+            .zip(scratch.next.iter_mut())
+            .enumerate()
+        {
+            if *next < hits.len() {
+                let (probe, key) = hits[*next];
+                if probe == least {
+                    cursor.cursors[batch].set_key_index(key as usize);
+                    cursor.at_key.push(batch);
+                    *next += 1;
+                }
+            }
+        }
+        cursor.find_least_val();
+        found(
+            least as usize,
+            &mut ValCursor {
+                cursor: &mut cursor,
+            },
+        );
+    }
+}

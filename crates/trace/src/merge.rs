@@ -1,0 +1,208 @@
+//! Merging two adjacent batches into one, a bounded amount of work at a time.
+//!
+//! The spine merges batches in the background of inserts: each insert grants some fuel, and a
+//! [`Merge`] spends it key by key, keeping its positions between calls. While merging, times
+//! are advanced by the logical compaction frontier (`since`) and updates whose times become
+//! equal are consolidated, which is how a trace's memory follows its contents rather than its
+//! history.
+
+use crate::batch::Batch;
+use crate::builder::Builder;
+use crate::cursor::BatchCursor;
+use crate::description::Description;
+use columnar::{Columnar, Ref};
+use ripple_updates::{AntichainRef, Lattice, Semigroup, Update};
+use std::cmp::Ordering;
+
+/// A merge of an older and a newer batch, in progress.
+pub struct Merge<U: Update> {
+    older: Batch<U>,
+    newer: Batch<U>,
+    /// Next key to merge in each input.
+    older_key: usize,
+    newer_key: usize,
+    builder: Builder<U>,
+    description: Description<U::Time>,
+    /// The times and diffs of one value, advanced.
+    scratch: Vec<(U::Time, U::Diff)>,
+}
+
+impl<U: Update> Merge<U> {
+    /// Starts merging `older` with `newer`, which must follow it (`older.upper == newer.lower`),
+    /// advancing times by `since`.
+    pub fn new(older: Batch<U>, newer: Batch<U>, since: AntichainRef<'_, U::Time>) -> Self {
+        assert_eq!(
+            older.description().upper,
+            newer.description().lower,
+            "merged batches must be adjacent"
+        );
+        let description = Description::with_since(
+            older.description().lower.clone(),
+            newer.description().upper.clone(),
+            since.to_owned(),
+        );
+        Self {
+            older,
+            newer,
+            older_key: 0,
+            newer_key: 0,
+            builder: Builder::new(),
+            description,
+            scratch: Vec::new(),
+        }
+    }
+
+    /// The two inputs, older first; they stay readable until the merge completes.
+    pub fn inputs(&self) -> [&Batch<U>; 2] {
+        [&self.older, &self.newer]
+    }
+
+    /// Updates still to merge, at most (the inputs' total, less what has been consumed).
+    pub fn input_len(&self) -> usize {
+        self.older.len() + self.newer.len()
+    }
+
+    /// Merges keys until `fuel` (in updates) is spent or the inputs are exhausted. Returns true
+    /// when the merge is complete. Work stops only between keys, so `fuel` may go negative.
+    pub fn work(&mut self, fuel: &mut isize) -> bool {
+        let Self {
+            older,
+            newer,
+            older_key,
+            newer_key,
+            builder,
+            description,
+            scratch,
+        } = self;
+        let since = description.since.borrow();
+        let mut a = older.cursor();
+        let mut b = newer.cursor();
+        a.set_key_index(*older_key);
+        b.set_key_index(*newer_key);
+        let mut complete = false;
+        while *fuel > 0 {
+            let spent = match (a.get_key(), b.get_key()) {
+                (None, None) => {
+                    complete = true;
+                    break;
+                }
+                (Some(_), None) => merge_key(builder, scratch, since, Some(&mut a), None),
+                (None, Some(_)) => merge_key(builder, scratch, since, None, Some(&mut b)),
+                (Some(ka), Some(kb)) => match ka.cmp(&kb) {
+                    Ordering::Less => merge_key(builder, scratch, since, Some(&mut a), None),
+                    Ordering::Greater => merge_key(builder, scratch, since, None, Some(&mut b)),
+                    Ordering::Equal => {
+                        merge_key(builder, scratch, since, Some(&mut a), Some(&mut b))
+                    }
+                },
+            };
+            *fuel -= spent.max(1) as isize;
+        }
+        if !a.key_valid() && !b.key_valid() {
+            complete = true;
+        }
+        *older_key = a.key_index();
+        *newer_key = b.key_index();
+        complete
+    }
+
+    /// Completes the merge, however much work remains, and returns the merged batch.
+    pub fn complete(mut self) -> Batch<U> {
+        let mut fuel = isize::MAX;
+        while !self.work(&mut fuel) {
+            fuel = isize::MAX;
+        }
+        self.builder.done(self.description)
+    }
+}
+
+/// Merges the current key of `a` and/or `b` (both at the same key when both are given) into
+/// `builder`, steps past it, and returns the number of input updates read.
+fn merge_key<'a, U: Update>(
+    builder: &mut Builder<U>,
+    scratch: &mut Vec<(U::Time, U::Diff)>,
+    since: AntichainRef<'_, U::Time>,
+    mut a: Option<&mut BatchCursor<'a, U>>,
+    mut b: Option<&mut BatchCursor<'a, U>>,
+) -> usize {
+    let key = a
+        .as_ref()
+        .or(b.as_ref())
+        .and_then(|cursor| cursor.get_key())
+        .expect("merge_key called at a key");
+    let mut read = 0;
+    loop {
+        let va = a.as_ref().and_then(|cursor| cursor.get_val());
+        let vb = b.as_ref().and_then(|cursor| cursor.get_val());
+        let (val, from_a, from_b): (Ref<'a, U::Val>, bool, bool) = match (va, vb) {
+            (None, None) => break,
+            (Some(va), None) => (va, true, false),
+            (None, Some(vb)) => (vb, false, true),
+            (Some(va), Some(vb)) => match va.cmp(&vb) {
+                Ordering::Less => (va, true, false),
+                Ordering::Greater => (vb, false, true),
+                Ordering::Equal => (va, true, true),
+            },
+        };
+        scratch.clear();
+        let mut advanced = false;
+        if from_a {
+            let cursor = a.as_deref_mut().expect("value came from a");
+            gather(cursor, since, scratch, &mut advanced);
+        }
+        if from_b {
+            let cursor = b.as_deref_mut().expect("value came from b");
+            gather(cursor, since, scratch, &mut advanced);
+        }
+        read += scratch.len();
+        // One input's history is already sorted and consolidated; only advancing times or
+        // interleaving two histories can unsort it or make times collide.
+        if advanced || (from_a && from_b) {
+            consolidate_history(scratch);
+        }
+        for (time, diff) in scratch.iter() {
+            builder.push(key, val, time, diff);
+        }
+    }
+    if let Some(a) = a {
+        a.step_key();
+    }
+    if let Some(b) = b {
+        b.step_key();
+    }
+    read
+}
+
+/// Appends the current value's history, times advanced by `since`, and steps to the next value.
+fn gather<U: Update>(
+    cursor: &mut BatchCursor<'_, U>,
+    since: AntichainRef<'_, U::Time>,
+    scratch: &mut Vec<(U::Time, U::Diff)>,
+    advanced: &mut bool,
+) {
+    cursor.map_times(|time, diff| {
+        let original = U::Time::into_owned(time);
+        let mut time = original.clone();
+        time.advance_by(since);
+        *advanced |= time != original;
+        scratch.push((time, U::Diff::into_owned(diff)));
+    });
+    cursor.step_val();
+}
+
+/// Sorts `(time, diff)` pairs by time, sums the diffs of equal times and drops zero sums.
+pub(crate) fn consolidate_history<T: Ord, R: Semigroup>(history: &mut Vec<(T, R)>) {
+    history.sort_by(|x, y| x.0.cmp(&y.0));
+    let mut kept = 0;
+    for index in 0..history.len() {
+        if kept > 0 && history[kept - 1].0 == history[index].0 {
+            let diff = history[index].1.clone();
+            history[kept - 1].1.plus_equals(&diff);
+        } else {
+            history.swap(kept, index);
+            kept += 1;
+        }
+    }
+    history.truncate(kept);
+    history.retain(|(_, diff)| !diff.is_zero());
+}

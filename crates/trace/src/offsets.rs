@@ -1,0 +1,144 @@
+//! Offsets from one level of a batch's trie into the next, stored as compactly as they allow.
+//!
+//! A batch records, for each key, where its values end, and for each value, where its updates
+//! end. Three encodings, chosen as entries arrive:
+//! - *uniform*: every entry has the same length (one value per key, one update per value: the
+//!   common shapes after compaction). Nothing is stored per entry.
+//! - *narrow*: offsets as `u32`.
+//! - *wide*: offsets as `u64`, once an offset exceeds `u32::MAX`.
+
+/// The ends of a sequence of contiguous ranges `[end(i-1), end(i))`, starting at 0.
+#[derive(Clone, Debug, Default)]
+pub struct OffsetList {
+    /// How many ranges.
+    len: usize,
+    /// While every range has had the same length, that length (and nothing is stored).
+    uniform: Option<u64>,
+    /// Ends as `u32`, once ranges stopped being uniform.
+    narrow: Vec<u32>,
+    /// Ends that do not fit in `u32`, after all of `narrow`.
+    wide: Vec<u64>,
+}
+
+impl OffsetList {
+    /// The number of ranges.
+    #[inline(always)]
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// True when there are no ranges.
+    #[inline(always)]
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The end of range `index` (exclusive).
+    #[inline(always)]
+    pub fn end(&self, index: usize) -> usize {
+        debug_assert!(index < self.len, "offset {index} of {}", self.len);
+        if let Some(stride) = self.uniform {
+            return ((index as u64 + 1) * stride) as usize;
+        }
+        if index < self.narrow.len() {
+            self.narrow[index] as usize
+        } else {
+            self.wide[index - self.narrow.len()] as usize
+        }
+    }
+
+    /// The start of range `index`.
+    #[inline(always)]
+    pub fn start(&self, index: usize) -> usize {
+        if index == 0 {
+            0
+        } else {
+            self.end(index - 1)
+        }
+    }
+
+    /// The last end, or 0.
+    #[inline(always)]
+    pub fn last_end(&self) -> usize {
+        if self.len == 0 {
+            0
+        } else {
+            self.end(self.len - 1)
+        }
+    }
+
+    /// Appends a range ending at `end`, which must be `>=` the last end.
+    #[inline]
+    pub fn push(&mut self, end: usize) {
+        let last = self.last_end();
+        debug_assert!(end >= last, "offsets must not decrease: {last} then {end}");
+        let length = (end - last) as u64;
+        match self.uniform {
+            Some(stride) if stride == length => {}
+            None if self.len == 0 => self.uniform = Some(length),
+            Some(stride) => {
+                // The first range of a different length: store everything so far explicitly.
+                self.uniform = None;
+                for index in 0..self.len {
+                    self.store((index as u64 + 1) * stride);
+                }
+                self.store(end as u64);
+            }
+            None => self.store(end as u64),
+        }
+        self.len += 1;
+    }
+
+    fn store(&mut self, end: u64) {
+        match u32::try_from(end) {
+            Ok(narrow) if self.wide.is_empty() => self.narrow.push(narrow),
+            _ => self.wide.push(end),
+        }
+    }
+
+    /// Releases spare capacity.
+    pub fn shrink_to_fit(&mut self) {
+        self.narrow.shrink_to_fit();
+        self.wide.shrink_to_fit();
+    }
+
+    /// Heap bytes held.
+    pub fn heap_bytes(&self) -> usize {
+        self.narrow.capacity() * 4 + self.wide.capacity() * 8
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn ends_round_trip(lengths in proptest::collection::vec(prop_oneof![Just(1usize), 0usize..5, Just(u32::MAX as usize)], 0..40)) {
+            let mut list = OffsetList::default();
+            let mut ends = Vec::new();
+            let mut end = 0;
+            for length in lengths {
+                end += length;
+                list.push(end);
+                ends.push(end);
+            }
+            prop_assert_eq!(list.len(), ends.len());
+            for (index, &expected) in ends.iter().enumerate() {
+                prop_assert_eq!(list.end(index), expected);
+                prop_assert_eq!(list.start(index), if index == 0 { 0 } else { ends[index - 1] });
+            }
+        }
+    }
+
+    #[test]
+    fn uniform_stores_nothing() {
+        let mut list = OffsetList::default();
+        for end in 1..=1000 {
+            list.push(end);
+        }
+        assert_eq!(list.heap_bytes(), 0);
+        assert_eq!(list.end(999), 1000);
+    }
+}

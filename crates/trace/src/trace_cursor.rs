@@ -1,0 +1,167 @@
+//! Navigating several batches at once, as one: the cursor of a trace snapshot.
+//!
+//! [`TraceCursor`] keeps one [`BatchCursor`] per batch and the set of batches whose current key
+//! (then value) is the least, so stepping touches only the batches at that key. Times of a value
+//! are reported batch by batch; readers accumulate them.
+
+use crate::batch::Batch;
+use crate::cursor::BatchCursor;
+use columnar::{Columnar, Ref};
+use ripple_updates::Update;
+use std::cmp::Ordering;
+
+/// A merged view of several batches' cursors.
+pub struct TraceCursor<'a, U: Update> {
+    pub(crate) cursors: Vec<BatchCursor<'a, U>>,
+    /// Cursors whose current key is the least among valid ones.
+    pub(crate) at_key: Vec<usize>,
+    /// Of `at_key`, those whose current value is the least.
+    at_val: Vec<usize>,
+}
+
+impl<'a, U: Update> TraceCursor<'a, U> {
+    /// A cursor over `batches` (empty ones are skipped), at the least key.
+    pub fn new(batches: &'a [Batch<U>]) -> Self {
+        let cursors = batches
+            .iter()
+            .filter(|batch| !batch.is_empty())
+            .map(Batch::cursor)
+            .collect();
+        let mut cursor = Self {
+            cursors,
+            at_key: Vec::new(),
+            at_val: Vec::new(),
+        };
+        cursor.find_least_key();
+        cursor
+    }
+
+    fn find_least_key(&mut self) {
+        self.at_key.clear();
+        let mut least: Option<Ref<'a, U::Key>> = None;
+        for (index, cursor) in self.cursors.iter().enumerate() {
+            let Some(key) = cursor.get_key() else {
+                continue;
+            };
+            let ordering = match least {
+                None => Ordering::Less,
+                Some(least) => key.cmp(&least),
+            };
+            match ordering {
+                Ordering::Less => {
+                    least = Some(key);
+                    self.at_key.clear();
+                    self.at_key.push(index);
+                }
+                Ordering::Equal => self.at_key.push(index),
+                Ordering::Greater => {}
+            }
+        }
+        self.find_least_val();
+    }
+
+    pub(crate) fn find_least_val(&mut self) {
+        self.at_val.clear();
+        let mut least: Option<Ref<'a, U::Val>> = None;
+        for &index in &self.at_key {
+            let Some(val) = self.cursors[index].get_val() else {
+                continue;
+            };
+            let ordering = match least {
+                None => Ordering::Less,
+                Some(least) => val.cmp(&least),
+            };
+            match ordering {
+                Ordering::Less => {
+                    least = Some(val);
+                    self.at_val.clear();
+                    self.at_val.push(index);
+                }
+                Ordering::Equal => self.at_val.push(index),
+                Ordering::Greater => {}
+            }
+        }
+    }
+
+    /// True while the cursor points at a key.
+    #[inline]
+    pub fn key_valid(&self) -> bool {
+        !self.at_key.is_empty()
+    }
+
+    /// True while the cursor points at a value of the current key.
+    #[inline]
+    pub fn val_valid(&self) -> bool {
+        !self.at_val.is_empty()
+    }
+
+    /// The current key, if any.
+    #[inline]
+    pub fn get_key(&self) -> Option<Ref<'a, U::Key>> {
+        self.at_key.first().map(|&index| self.cursors[index].key())
+    }
+
+    /// The current value, if any.
+    #[inline]
+    pub fn get_val(&self) -> Option<Ref<'a, U::Val>> {
+        self.at_val.first().map(|&index| self.cursors[index].val())
+    }
+
+    /// Calls `logic` with each `(time, diff)` of the current value, batch by batch.
+    #[inline]
+    pub fn map_times(&self, mut logic: impl FnMut(Ref<'a, U::Time>, Ref<'a, U::Diff>)) {
+        for &index in &self.at_val {
+            self.cursors[index].map_times(&mut logic);
+        }
+    }
+
+    /// Advances to the next key.
+    pub fn step_key(&mut self) {
+        for &index in &self.at_key {
+            self.cursors[index].step_key();
+        }
+        self.find_least_key();
+    }
+
+    /// Advances to the first key `>= key`; never moves backwards.
+    pub fn seek_key(&mut self, key: Ref<'_, U::Key>) {
+        let key = U::Key::reborrow(key);
+        for cursor in &mut self.cursors {
+            cursor.seek_key(key);
+        }
+        self.find_least_key();
+    }
+
+    /// Advances to the next value of the current key.
+    pub fn step_val(&mut self) {
+        for &index in &self.at_val {
+            self.cursors[index].step_val();
+        }
+        self.find_least_val();
+    }
+
+    /// Advances to the first value `>= val` of the current key.
+    pub fn seek_val(&mut self, val: Ref<'_, U::Val>) {
+        let val = U::Val::reborrow(val);
+        for &index in &self.at_key {
+            self.cursors[index].seek_val(val);
+        }
+        self.find_least_val();
+    }
+
+    /// Returns to the first key.
+    pub fn rewind_keys(&mut self) {
+        for cursor in &mut self.cursors {
+            cursor.rewind_keys();
+        }
+        self.find_least_key();
+    }
+
+    /// Returns to the current key's first value.
+    pub fn rewind_vals(&mut self) {
+        for &index in &self.at_key {
+            self.cursors[index].rewind_vals();
+        }
+        self.find_least_val();
+    }
+}

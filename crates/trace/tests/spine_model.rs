@@ -1,0 +1,348 @@
+//! The spine against a model: a list of every update inserted.
+//!
+//! Random programs of inserts (batches of random updates over an interval of times), logical
+//! compaction, physical compaction and extra fuel run against a `Spine` and a plain list. After
+//! every step the spine's invariants are checked, and at every readable time (`>= since`) the
+//! accumulations read three ways (cursor, batched lookup of random probe keys, plain seeks)
+//! must equal the model's.
+
+use proptest::prelude::*;
+use ripple_trace::{Batch, Builder, Description, LookupScratch, Spine, SpineConfig};
+use ripple_updates::{Antichain, Lattice, PartialOrder, Product, Time};
+use std::collections::BTreeMap;
+
+/// What a program does.
+#[derive(Clone, Debug)]
+enum Step {
+    /// Insert a batch spanning `width` times (0 for an empty interval) with these updates:
+    /// (key, val, time offset within the interval, diff).
+    Insert {
+        width: u64,
+        updates: Vec<(u64, u64, u64, i64)>,
+    },
+    /// Advance logical compaction by this much (clamped to the upper).
+    Logical(u64),
+    /// Advance physical compaction by this much (clamped to the upper).
+    Physical(u64),
+    /// Grant extra merge work.
+    Exert(usize),
+}
+
+fn step() -> impl Strategy<Value = Step> {
+    prop_oneof![
+        6 => (0u64..4, proptest::collection::vec((0u64..12, 0u64..3, 0u64..4, -2i64..3), 0..40))
+            .prop_map(|(width, updates)| Step::Insert { width, updates }),
+        2 => (0u64..4).prop_map(Step::Logical),
+        2 => (0u64..4).prop_map(Step::Physical),
+        1 => (0usize..64).prop_map(Step::Exert),
+    ]
+}
+
+/// Sorts and consolidates rows, then builds a batch of them.
+fn build<T: Time>(
+    mut rows: Vec<(u64, u64, T, i64)>,
+    description: Description<T>,
+) -> Batch<(u64, u64, T, i64)> {
+    rows.sort_by(|a, b| (a.0, a.1, &a.2).cmp(&(b.0, b.1, &b.2)));
+    let mut builder = Builder::new();
+    let mut pending: Option<(u64, u64, T, i64)> = None;
+    for row in rows {
+        match &mut pending {
+            Some(p) if (p.0, p.1, &p.2) == (row.0, row.1, &row.2) => p.3 += row.3,
+            _ => {
+                if let Some(p) = pending.take() {
+                    if p.3 != 0 {
+                        builder.push(&p.0, &p.1, &p.2, &p.3);
+                    }
+                }
+                pending = Some(row);
+            }
+        }
+    }
+    if let Some(p) = pending.take() {
+        if p.3 != 0 {
+            builder.push(&p.0, &p.1, &p.2, &p.3);
+        }
+    }
+    builder.done(description)
+}
+
+/// The model's accumulation at `time`.
+fn model_at<T: Time>(model: &[(u64, u64, T, i64)], time: &T) -> Vec<(u64, u64, i64)> {
+    let mut sums = BTreeMap::new();
+    for (k, v, t, r) in model {
+        if t.less_equal(time) {
+            *sums.entry((*k, *v)).or_insert(0i64) += r;
+        }
+    }
+    sums.into_iter()
+        .filter(|(_, r)| *r != 0)
+        .map(|((k, v), r)| (k, v, r))
+        .collect()
+}
+
+/// Reads the accumulation at `time` through batched lookups of `probes`.
+fn lookup_at(
+    spine: &Spine<(u64, u64, u64, i64)>,
+    probes: &[u64],
+    time: &u64,
+) -> Vec<(u64, u64, i64)> {
+    let snapshot = spine.snapshot();
+    let mut scratch = LookupScratch::default();
+    let mut out = BTreeMap::new();
+    snapshot.lookup(probes, &mut scratch, |index, vals| {
+        assert_eq!(*vals.key(), probes[index], "value cursor at the probed key");
+        while let Some(val) = vals.get_val() {
+            vals.map_times(|t, r| {
+                if t.less_equal(time) {
+                    *out.entry((probes[index], *val)).or_insert(0i64) += *r;
+                }
+            });
+            vals.step_val();
+        }
+    });
+    out.into_iter()
+        .filter(|(_, r)| *r != 0)
+        .map(|((k, v), r)| (k, v, r))
+        .collect()
+}
+
+/// Reads the accumulation at `time` with one fresh seek per probe key.
+fn seeks_at(
+    spine: &Spine<(u64, u64, u64, i64)>,
+    probes: &[u64],
+    time: &u64,
+) -> Vec<(u64, u64, i64)> {
+    let snapshot = spine.snapshot();
+    let mut out = BTreeMap::new();
+    for probe in probes {
+        let mut cursor = snapshot.cursor();
+        cursor.seek_key(probe);
+        if cursor.get_key() != Some(probe) {
+            continue;
+        }
+        while let Some(val) = cursor.get_val() {
+            cursor.map_times(|t, r| {
+                if t.less_equal(time) {
+                    *out.entry((*probe, *val)).or_insert(0i64) += *r;
+                }
+            });
+            cursor.step_val();
+        }
+    }
+    out.into_iter()
+        .filter(|(_, r)| *r != 0)
+        .map(|((k, v), r)| (k, v, r))
+        .collect()
+}
+
+/// Runs `steps` on times made by `time_of` from a counter (totally ordered here; see the
+/// product-time test below).
+fn run(steps: Vec<Step>, effort: usize, probes: Vec<u64>) -> Result<(), TestCaseError> {
+    let mut spine = Spine::<(u64, u64, u64, i64)>::new(SpineConfig { effort });
+    let mut model: Vec<(u64, u64, u64, i64)> = Vec::new();
+    let (mut upper, mut logical, mut physical) = (0u64, 0u64, 0u64);
+    let mut probes = probes;
+    probes.sort();
+    probes.dedup();
+    let mut inserted = 0usize;
+    for step in steps {
+        match step {
+            Step::Insert { width, updates } => {
+                let rows: Vec<_> = if width == 0 {
+                    Vec::new()
+                } else {
+                    updates
+                        .into_iter()
+                        .map(|(k, v, t, r)| (k, v, upper + t % width, r))
+                        .collect()
+                };
+                inserted += rows.len();
+                model.extend(rows.iter().cloned());
+                let description = Description::new(
+                    Antichain::from_elem(upper),
+                    Antichain::from_elem(upper + width),
+                );
+                spine.insert(build(rows, description));
+                upper += width;
+            }
+            Step::Logical(by) => {
+                logical = (logical + by).min(upper);
+                spine.set_logical_compaction(Antichain::from_elem(logical).borrow());
+            }
+            Step::Physical(by) => {
+                physical = (physical + by).min(upper);
+                spine.set_physical_compaction(Antichain::from_elem(physical).borrow());
+            }
+            Step::Exert(fuel) => spine.exert(fuel),
+        }
+        spine.check_invariants();
+        let batches_allowed = 2 * (usize::BITS - inserted.leading_zeros()) as usize + 4;
+        let admitted = spine.batch_count() - pending_count(&spine, physical);
+        prop_assert!(
+            admitted <= batches_allowed,
+            "{admitted} batches for {inserted} updates"
+        );
+        for time in logical..=upper {
+            let expected = model_at(&model, &time);
+            prop_assert_eq!(
+                &spine.snapshot().accumulate_at(&time),
+                &expected,
+                "cursor at {}",
+                time
+            );
+            let probed: Vec<_> = expected
+                .iter()
+                .filter(|(k, _, _)| probes.binary_search(k).is_ok())
+                .cloned()
+                .collect();
+            prop_assert_eq!(
+                &lookup_at(&spine, &probes, &time),
+                &probed,
+                "lookup at {}",
+                time
+            );
+            prop_assert_eq!(
+                &seeks_at(&spine, &probes, &time),
+                &probed,
+                "seeks at {}",
+                time
+            );
+        }
+    }
+    // Completing every merge, then compacting to one batch, leaves the same accumulations.
+    spine.complete_merges();
+    spine.check_invariants();
+    for time in logical..=upper {
+        prop_assert_eq!(
+            spine.snapshot().accumulate_at(&time),
+            model_at(&model, &time)
+        );
+    }
+    spine.compact();
+    spine.check_invariants();
+    prop_assert!(spine.batch_count() <= 1 + pending_count(&spine, physical));
+    for time in logical..=upper {
+        prop_assert_eq!(
+            spine.snapshot().accumulate_at(&time),
+            model_at(&model, &time)
+        );
+    }
+    Ok(())
+}
+
+/// Batches still waiting for the physical frontier: those whose upper is beyond it.
+fn pending_count(spine: &Spine<(u64, u64, u64, i64)>, physical: u64) -> usize {
+    spine
+        .batches()
+        .iter()
+        .filter(|b| {
+            !PartialOrder::less_equal(&b.description().upper, &Antichain::from_elem(physical))
+        })
+        .count()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(200))]
+
+    #[test]
+    fn spine_matches_model(
+        steps in proptest::collection::vec(step(), 1..40),
+        effort in prop_oneof![Just(1usize), Just(4), Just(100)],
+        probes in proptest::collection::vec(0u64..14, 0..8),
+    ) {
+        run(steps, effort, probes)?;
+    }
+}
+
+/// With little effort a merge can still be running when a larger batch arrives and collapses
+/// the levels below it: the collapse must finish that merge, not drop its inputs.
+#[test]
+fn collapse_completes_merges_in_progress() {
+    let mut spine = Spine::<(u64, u64, u64, i64)>::new(SpineConfig { effort: 1 });
+    let mut model = Vec::new();
+    for (time, count) in [(0u64, 16u64), (1, 16), (2, 17)] {
+        let rows: Vec<_> = (0..count).map(|k| (k, time, time, 1)).collect();
+        model.extend(rows.iter().cloned());
+        let description =
+            Description::new(Antichain::from_elem(time), Antichain::from_elem(time + 1));
+        spine.insert(build(rows, description));
+        spine.check_invariants();
+    }
+    for time in 0..3 {
+        assert_eq!(
+            spine.snapshot().accumulate_at(&time),
+            model_at(&model, &time)
+        );
+    }
+}
+
+/// Partially ordered times: batches over intervals of rounds, each update at (round, iteration)
+/// with random iterations; compaction to a round frontier keeps accumulations at every
+/// `(round, iteration)` beyond it.
+#[test]
+fn product_times_compact_without_changing_readable_accumulations() {
+    type P = Product<u64, u32>;
+    let mut runner = proptest::test_runner::TestRunner::new(ProptestConfig::with_cases(100));
+    runner
+        .run(
+            &proptest::collection::vec(
+                proptest::collection::vec((0u64..6, 0u64..2, 0u64..2, 0u32..3, -1i64..2), 0..16),
+                1..8,
+            ),
+            |rounds| {
+                let mut spine = Spine::<(u64, u64, P, i64)>::new(SpineConfig { effort: 2 });
+                let mut model: Vec<(u64, u64, P, i64)> = Vec::new();
+                let mut upper = 0u64;
+                for (index, updates) in rounds.iter().enumerate() {
+                    let rows: Vec<_> = updates
+                        .iter()
+                        .map(|&(k, v, dt, i, r)| (k, v, Product::new(upper + dt, i), r))
+                        .collect();
+                    model.extend(rows.iter().cloned());
+                    let description = Description::new(
+                        Antichain::from_elem(Product::new(upper, 0)),
+                        Antichain::from_elem(Product::new(upper + 2, 0)),
+                    );
+                    spine.insert(build(rows, description));
+                    upper += 2;
+                    if index % 2 == 1 {
+                        // Compact to a two-element frontier: (upper - 2, 1) and (upper - 3, 2).
+                        let frontier = Antichain::from(vec![
+                            Product::new(upper - 2, 1),
+                            Product::new(upper - 3, 2),
+                        ]);
+                        if PartialOrder::less_equal(&spine.logical_frontier().to_owned(), &frontier)
+                        {
+                            spine.set_logical_compaction(frontier.borrow());
+                        }
+                    }
+                    spine.set_physical_compaction(
+                        Antichain::from_elem(Product::new(upper, 0)).borrow(),
+                    );
+                    spine.check_invariants();
+                    let since = spine.logical_frontier().to_owned();
+                    for round in 0..upper + 2 {
+                        for iteration in 0..4u32 {
+                            let time = Product::new(round, iteration);
+                            if since.less_equal(&time) {
+                                prop_assert_eq!(
+                                    spine.snapshot().accumulate_at(&time),
+                                    model_at(&model, &time),
+                                    "at {:?} with since {:?}",
+                                    time,
+                                    since
+                                );
+                            }
+                        }
+                    }
+                }
+                // Advancing a time only ever joins it with frontier elements.
+                let mut t = Product::new(0u64, 5u32);
+                t.advance_by(Antichain::from_elem(Product::new(3, 1)).borrow());
+                prop_assert_eq!(t, Product::new(3, 5));
+                Ok(())
+            },
+        )
+        .unwrap();
+}
