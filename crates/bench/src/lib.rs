@@ -7,3 +7,4 @@
 pub mod alloc;
 pub mod batcher_inputs;
 pub mod report;
+pub mod trace_inputs;

@@ -4,15 +4,16 @@
 //! starting each search afresh. Given the probe keys sorted, [`lookup`] instead visits each
 //! batch once:
 //! - a batch whose key range `[first, last]` misses the probes' range is skipped outright;
-//! - otherwise probes and keys are zipped, galloping on whichever side is behind, so a run of
-//!   nearby probes costs a few comparisons each and a batch much smaller than the probe run is
-//!   crossed in a few gallops over the probes.
+//! - otherwise probes and keys are zipped, galloping on whichever side is behind: a run of
+//!   nearby probes costs a few comparisons each, a batch much smaller than the probe run is
+//!   crossed in a few gallops over the probes, and a far probe costs what a fresh seek costs.
+//!   (Bisecting the remaining keys for far probes, or bracketing the probe run first, measured
+//!   slower: galloping's first steps touch cache lines the previous search just read.)
 //!
 //! The hits, `(probe, key position)` per batch, are then merged in probe order and handed out
 //! as a [`ValCursor`] over the values of that key in every batch that has it. A single probe
 //! does exactly the work of one seek per batch, so tiny probe runs do not lose.
 
-use crate::batch::Batch;
 use crate::cursor::gallop;
 use crate::trace_cursor::TraceCursor;
 use columnar::{BorrowedOf, Columnar, Index, Len, Ref};
@@ -67,10 +68,11 @@ impl<'a, U: Update> ValCursor<'_, 'a, U> {
     }
 }
 
-/// Finds each probe in every batch; see the module documentation. `probes` must be sorted
-/// (checked in debug builds); a repeated probe is reported once per occurrence.
+/// Finds each probe in every batch of `cursor`; see the module documentation. `probes` must be
+/// sorted (checked in debug builds); a repeated probe is reported once per occurrence. Leaves
+/// `cursor` at an unspecified key: rewind it before stepping.
 pub fn lookup<U: Update>(
-    batches: &[Batch<U>],
+    cursor: &mut TraceCursor<'_, U>,
     probes: BorrowedOf<'_, U::Key>,
     scratch: &mut LookupScratch,
     mut found: impl FnMut(usize, &mut ValCursor<'_, '_, U>),
@@ -79,7 +81,6 @@ pub fn lookup<U: Update>(
         (1..probes.len()).all(|i| probes.get(i - 1).cmp(&probes.get(i)) != Ordering::Greater),
         "lookup probes must be sorted"
     );
-    let mut cursor = TraceCursor::new(batches);
     let batch_count = cursor.cursors.len();
     if probes.is_empty() || batch_count == 0 {
         return;
@@ -150,11 +151,6 @@ pub fn lookup<U: Update>(
             }
         }
         cursor.find_least_val();
-        found(
-            least as usize,
-            &mut ValCursor {
-                cursor: &mut cursor,
-            },
-        );
+        found(least as usize, &mut ValCursor { cursor });
     }
 }

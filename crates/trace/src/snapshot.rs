@@ -5,7 +5,7 @@
 //! Cursors borrow the snapshot.
 
 use crate::batch::Batch;
-use crate::lookup::{lookup, LookupScratch, ValCursor};
+use crate::lookup::{LookupScratch, ValCursor};
 use crate::trace_cursor::TraceCursor;
 use columnar::{BorrowedOf, Columnar};
 use ripple_updates::update::Row;
@@ -71,7 +71,7 @@ impl<U: Update> TraceSnapshot<U> {
         scratch: &mut LookupScratch,
         found: impl FnMut(usize, &mut ValCursor<'_, '_, U>),
     ) {
-        lookup(&self.batches, probes, scratch, found)
+        self.cursor().lookup(probes, scratch, found)
     }
 
     /// The accumulated collection at `time`: every `(key, val)` with the sum of its diffs at

@@ -6,7 +6,8 @@
 
 use crate::batch::Batch;
 use crate::cursor::BatchCursor;
-use columnar::{Columnar, Ref};
+use crate::lookup::{LookupScratch, ValCursor};
+use columnar::{BorrowedOf, Columnar, Ref};
 use ripple_updates::Update;
 use std::cmp::Ordering;
 
@@ -147,6 +148,19 @@ impl<'a, U: Update> TraceCursor<'a, U> {
             self.cursors[index].seek_val(val);
         }
         self.find_least_val();
+    }
+
+    /// Finds each of `probes` (sorted) in every batch, one forward pass per batch, and calls
+    /// `found(probe_index, values)` for each probe present in some batch, in probe order. Reuse
+    /// one cursor and one `scratch` across lookups: neither allocates once warm. Leaves the
+    /// cursor at an unspecified key. See [`crate::lookup`].
+    pub fn lookup(
+        &mut self,
+        probes: BorrowedOf<'_, U::Key>,
+        scratch: &mut LookupScratch,
+        found: impl FnMut(usize, &mut ValCursor<'_, '_, U>),
+    ) {
+        crate::lookup::lookup(self, probes, scratch, found)
     }
 
     /// Returns to the first key.
