@@ -16,20 +16,29 @@
 //! batcher: the arrange operator composes them.
 //!
 //! ```
-//! use ripple_trace::{Builder, Description, SpineConfig, TraceHandle};
+//! use ripple_trace::{Builder, Description, LookupScratch, SpineConfig, TraceHandle};
 //! use ripple_updates::Antichain;
 //!
 //! let trace = TraceHandle::<(u64, u64, u64, i64)>::new(SpineConfig::default());
-//! // A batch of updates at times [0, 2), pushed in (key, val, time) order.
+//! // A batch for times [0, 2), its updates pushed in (key, val, time) order.
 //! let mut builder = Builder::new();
 //! builder.push(&1, &10, &0, &1);
-//! builder.push(&1, &11, &1, &1);
 //! builder.push(&3, &30, &1, &1);
 //! trace.insert(builder.done(Description::new(Antichain::from_elem(0), Antichain::from_elem(2))));
 //!
+//! // Snapshots hold the batches by reference count; cursors borrow them.
 //! let snapshot = trace.snapshot();
+//! let mut cursor = snapshot.cursor();
+//! let probes: &[u64] = &[1, 2, 3];
+//! let mut found = Vec::new();
+//! cursor.lookup(probes, &mut LookupScratch::default(), |index, vals| {
+//!     while let Some(val) = vals.get_val() {
+//!         vals.map_times(|time, diff| found.push((probes[index], *val, *time, *diff)));
+//!         vals.step_val();
+//!     }
+//! });
+//! assert_eq!(found, vec![(1, 10, 0, 1), (3, 30, 1, 1)]);
 //! assert_eq!(snapshot.accumulate_at(&0), vec![(1, 10, 1)]);
-//! assert_eq!(snapshot.accumulate_at(&1).len(), 3);
 //! ```
 
 pub mod batch;

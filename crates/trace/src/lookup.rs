@@ -92,6 +92,24 @@ pub fn lookup<U: Update>(
     scratch.next.resize(batch_count, 0);
 
     let probe_count = probes.len();
+    if probe_count == 1 {
+        // A single probe: plain seeks, without the per-batch hit lists.
+        let target = U::Key::reborrow(probes.get(0));
+        cursor.at_key.clear();
+        for (index, batch) in cursor.cursors.iter_mut().enumerate() {
+            let key_count = batch.key_count();
+            let position = gallop(0, key_count, |i| U::Key::reborrow(batch.key_at(i)) < target);
+            if position < key_count && U::Key::reborrow(batch.key_at(position)) == target {
+                batch.set_key_index(position);
+                cursor.at_key.push(index);
+            }
+        }
+        if !cursor.at_key.is_empty() {
+            cursor.find_least_val();
+            found(0, &mut ValCursor { cursor });
+        }
+        return;
+    }
     let (first_probe, last_probe) = (
         U::Key::reborrow(probes.get(0)),
         U::Key::reborrow(probes.get(probe_count - 1)),
