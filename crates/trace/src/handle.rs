@@ -112,31 +112,28 @@ impl<U: Update> TraceHandle<U> {
     /// Promises to read only at times `>= frontier` from now on. Panics if `frontier` is not at
     /// or beyond this handle's current hold.
     pub fn set_logical_compaction(&mut self, frontier: AntichainRef<'_, U::Time>) {
-        assert!(
-            PartialOrder::less_equal(&self.logical.borrow(), &frontier),
-            "a handle's logical hold cannot move backwards: {:?} to {frontier:?}",
-            self.logical
-        );
-        let frontier = frontier.to_owned();
-        self.shared
-            .borrow_mut()
-            .move_hold(true, &self.logical, &frontier);
-        self.logical = frontier;
+        self.advance_hold(true, frontier);
     }
 
     /// Promises to need batches distinct only beyond `frontier`. Panics if `frontier` is not
     /// at or beyond this handle's current hold.
     pub fn set_physical_compaction(&mut self, frontier: AntichainRef<'_, U::Time>) {
+        self.advance_hold(false, frontier);
+    }
+
+    fn advance_hold(&mut self, logical: bool, frontier: AntichainRef<'_, U::Time>) {
+        let (hold, name) = if logical {
+            (&mut self.logical, "logical")
+        } else {
+            (&mut self.physical, "physical")
+        };
         assert!(
-            PartialOrder::less_equal(&self.physical.borrow(), &frontier),
-            "a handle's physical hold cannot move backwards: {:?} to {frontier:?}",
-            self.physical
+            PartialOrder::less_equal(&hold.borrow(), &frontier),
+            "a handle's {name} hold cannot move backwards: {hold:?} to {frontier:?}"
         );
         let frontier = frontier.to_owned();
-        self.shared
-            .borrow_mut()
-            .move_hold(false, &self.physical, &frontier);
-        self.physical = frontier;
+        self.shared.borrow_mut().move_hold(logical, hold, &frontier);
+        *hold = frontier;
     }
 
     /// A consistent view of the trace's batches, valid however the trace changes afterwards.

@@ -38,50 +38,15 @@ impl<'a, U: Update> TraceCursor<'a, U> {
     }
 
     fn find_least_key(&mut self) {
-        self.at_key.clear();
-        let mut least: Option<Ref<'a, U::Key>> = None;
-        for (index, cursor) in self.cursors.iter().enumerate() {
-            let Some(key) = cursor.get_key() else {
-                continue;
-            };
-            let ordering = match least {
-                None => Ordering::Less,
-                Some(least) => key.cmp(&least),
-            };
-            match ordering {
-                Ordering::Less => {
-                    least = Some(key);
-                    self.at_key.clear();
-                    self.at_key.push(index);
-                }
-                Ordering::Equal => self.at_key.push(index),
-                Ordering::Greater => {}
-            }
-        }
+        let cursors = self.cursors.iter().enumerate();
+        collect_least(cursors.map(|(i, c)| (i, c.get_key())), &mut self.at_key);
         self.find_least_val();
     }
 
     pub(crate) fn find_least_val(&mut self) {
-        self.at_val.clear();
-        let mut least: Option<Ref<'a, U::Val>> = None;
-        for &index in &self.at_key {
-            let Some(val) = self.cursors[index].get_val() else {
-                continue;
-            };
-            let ordering = match least {
-                None => Ordering::Less,
-                Some(least) => val.cmp(&least),
-            };
-            match ordering {
-                Ordering::Less => {
-                    least = Some(val);
-                    self.at_val.clear();
-                    self.at_val.push(index);
-                }
-                Ordering::Equal => self.at_val.push(index),
-                Ordering::Greater => {}
-            }
-        }
+        let cursors = &self.cursors;
+        let at_key = self.at_key.iter();
+        collect_least(at_key.map(|&i| (i, cursors[i].get_val())), &mut self.at_val);
     }
 
     /// True while the cursor points at a key.
@@ -177,5 +142,29 @@ impl<'a, U: Update> TraceCursor<'a, U> {
             self.cursors[index].rewind_vals();
         }
         self.find_least_val();
+    }
+}
+
+/// Replaces `least` with the indices of the least present items (all of them, on ties).
+fn collect_least<T: Ord>(items: impl Iterator<Item = (usize, Option<T>)>, least: &mut Vec<usize>) {
+    least.clear();
+    let mut smallest: Option<T> = None;
+    for (index, item) in items {
+        let Some(item) = item else {
+            continue;
+        };
+        let ordering = match &smallest {
+            None => Ordering::Less,
+            Some(smallest) => item.cmp(smallest),
+        };
+        match ordering {
+            Ordering::Less => {
+                smallest = Some(item);
+                least.clear();
+                least.push(index);
+            }
+            Ordering::Equal => least.push(index),
+            Ordering::Greater => {}
+        }
     }
 }

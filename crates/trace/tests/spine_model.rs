@@ -75,6 +75,11 @@ fn model_at<T: Time>(model: &[(u64, u64, T, i64)], time: &T) -> Vec<(u64, u64, i
             *sums.entry((*k, *v)).or_insert(0i64) += r;
         }
     }
+    nonzero(sums)
+}
+
+/// The non-zero sums of a map of accumulations, in key order.
+fn nonzero(sums: BTreeMap<(u64, u64), i64>) -> Vec<(u64, u64, i64)> {
     sums.into_iter()
         .filter(|(_, r)| *r != 0)
         .map(|((k, v), r)| (k, v, r))
@@ -101,10 +106,7 @@ fn lookup_at(
             vals.step_val();
         }
     });
-    out.into_iter()
-        .filter(|(_, r)| *r != 0)
-        .map(|((k, v), r)| (k, v, r))
-        .collect()
+    nonzero(out)
 }
 
 /// Reads the accumulation at `time` with one fresh seek per probe key.
@@ -130,10 +132,7 @@ fn seeks_at(
             cursor.step_val();
         }
     }
-    out.into_iter()
-        .filter(|(_, r)| *r != 0)
-        .map(|((k, v), r)| (k, v, r))
-        .collect()
+    nonzero(out)
 }
 
 /// Runs `steps` on times made by `time_of` from a counter (totally ordered here; see the
