@@ -85,22 +85,18 @@ pub fn lookup<U: Update>(
     if probes.is_empty() || batch_count == 0 {
         return;
     }
-    scratch
-        .hits
-        .resize_with(batch_count.max(scratch.hits.len()), Vec::new);
-    scratch.next.clear();
-    scratch.next.resize(batch_count, 0);
-
     let probe_count = probes.len();
     if probe_count == 1 {
-        // A single probe: plain seeks, without the per-batch hit lists.
+        // A single probe: a fresh seek in each batch, without the per-batch hit lists.
         let target = U::Key::reborrow(probes.get(0));
         cursor.at_key.clear();
         for (index, batch) in cursor.cursors.iter_mut().enumerate() {
-            let key_count = batch.key_count();
-            let position = gallop(0, key_count, |i| U::Key::reborrow(batch.key_at(i)) < target);
-            if position < key_count && U::Key::reborrow(batch.key_at(position)) == target {
-                batch.set_key_index(position);
+            batch.rewind_keys();
+            batch.seek_key(target);
+            if batch
+                .get_key()
+                .is_some_and(|key| U::Key::reborrow(key) == target)
+            {
                 cursor.at_key.push(index);
             }
         }
@@ -110,6 +106,11 @@ pub fn lookup<U: Update>(
         }
         return;
     }
+    scratch
+        .hits
+        .resize_with(batch_count.max(scratch.hits.len()), Vec::new);
+    scratch.next.clear();
+    scratch.next.resize(batch_count, 0);
     let (first_probe, last_probe) = (
         U::Key::reborrow(probes.get(0)),
         U::Key::reborrow(probes.get(probe_count - 1)),

@@ -57,11 +57,6 @@ impl<U: Update> Merge<U> {
         [&self.older, &self.newer]
     }
 
-    /// Updates still to merge, at most (the inputs' total, less what has been consumed).
-    pub fn input_len(&self) -> usize {
-        self.older.len() + self.newer.len()
-    }
-
     /// Merges keys until `fuel` (in updates) is spent or the inputs are exhausted. Returns true
     /// when the merge is complete. Work stops only between keys, so `fuel` may go negative.
     pub fn work(&mut self, fuel: &mut isize) -> bool {
@@ -79,13 +74,9 @@ impl<U: Update> Merge<U> {
         let mut b = newer.cursor();
         a.set_key_index(*older_key);
         b.set_key_index(*newer_key);
-        let mut complete = false;
         while *fuel > 0 {
             let spent = match (a.get_key(), b.get_key()) {
-                (None, None) => {
-                    complete = true;
-                    break;
-                }
+                (None, None) => break,
                 (Some(_), None) => merge_key(builder, scratch, since, Some(&mut a), None),
                 (None, Some(_)) => merge_key(builder, scratch, since, None, Some(&mut b)),
                 (Some(ka), Some(kb)) => match ka.cmp(&kb) {
@@ -98,12 +89,9 @@ impl<U: Update> Merge<U> {
             };
             *fuel -= spent.max(1) as isize;
         }
-        if !a.key_valid() && !b.key_valid() {
-            complete = true;
-        }
         *older_key = a.key_index();
         *newer_key = b.key_index();
-        complete
+        !a.key_valid() && !b.key_valid()
     }
 
     /// Completes the merge, however much work remains, and returns the merged batch.

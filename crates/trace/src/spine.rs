@@ -61,6 +61,19 @@ pub struct Spine<U: Update> {
     max_batch_len: usize,
 }
 
+/// Moves a compaction frontier forward to `to`; panics, naming both, if that is backwards.
+fn advance_frontier<T: ripple_updates::Time>(
+    frontier: &mut Antichain<T>,
+    to: AntichainRef<'_, T>,
+    name: &str,
+) {
+    assert!(
+        PartialOrder::less_equal(&frontier.borrow(), &to),
+        "{name} compaction frontier moved backwards: {frontier:?} to {to:?}"
+    );
+    *frontier = to.to_owned();
+}
+
 /// The level of a batch of `len` updates: the least `k` with `len <= 2^k`.
 fn level_of(len: usize) -> usize {
     (usize::BITS - len.saturating_sub(1).leading_zeros()) as usize
@@ -120,23 +133,13 @@ impl<U: Update> Spine<U> {
     /// Lets times be advanced to `frontier` (which must not go backwards): reads at times
     /// `>= frontier` stay exact, earlier times are no longer distinguished.
     pub fn set_logical_compaction(&mut self, frontier: AntichainRef<'_, U::Time>) {
-        assert!(
-            PartialOrder::less_equal(&self.logical.borrow(), &frontier),
-            "logical compaction frontier moved backwards: {:?} to {frontier:?}",
-            self.logical
-        );
-        self.logical = frontier.to_owned();
+        advance_frontier(&mut self.logical, frontier, "logical");
     }
 
     /// Lets batches whose upper is not beyond `frontier` (which must not go backwards) be
     /// merged.
     pub fn set_physical_compaction(&mut self, frontier: AntichainRef<'_, U::Time>) {
-        assert!(
-            PartialOrder::less_equal(&self.physical.borrow(), &frontier),
-            "physical compaction frontier moved backwards: {:?} to {frontier:?}",
-            self.physical
-        );
-        self.physical = frontier.to_owned();
+        advance_frontier(&mut self.physical, frontier, "physical");
         self.admit();
     }
 
