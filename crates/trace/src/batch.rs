@@ -93,6 +93,12 @@ impl<U: Update> Batch<U> {
         self.data.keys.len()
     }
 
+    /// The distinct keys, sorted: a column to probe other traces with.
+    pub fn keys(&self) -> columnar::BorrowedOf<'_, U::Key> {
+        use columnar::Borrow;
+        self.data.keys.borrow()
+    }
+
     /// The number of distinct `(key, val)` pairs.
     pub fn val_count(&self) -> usize {
         self.data.vals.len()

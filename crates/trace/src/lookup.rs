@@ -16,7 +16,7 @@
 
 use crate::cursor::gallop;
 use crate::trace_cursor::TraceCursor;
-use columnar::{BorrowedOf, Columnar, Index, Len, Ref};
+use columnar::{Columnar, Index, Len, Ref};
 use ripple_updates::Update;
 use std::cmp::Ordering;
 
@@ -71,12 +71,14 @@ impl<'a, U: Update> ValCursor<'_, 'a, U> {
 /// Finds each probe in every batch of `cursor`; see the module documentation. `probes` must be
 /// sorted (checked in debug builds); a repeated probe is reported once per occurrence. Leaves
 /// `cursor` at an unspecified key: rewind it before stepping.
-pub fn lookup<U: Update>(
-    cursor: &mut TraceCursor<'_, U>,
-    probes: BorrowedOf<'_, U::Key>,
+pub fn lookup<'a, 'p, U: Update, P>(
+    cursor: &mut TraceCursor<'a, U>,
+    probes: P,
     scratch: &mut LookupScratch,
-    mut found: impl FnMut(usize, &mut ValCursor<'_, '_, U>),
-) {
+    mut found: impl FnMut(usize, &mut ValCursor<'_, 'a, U>),
+) where
+    P: Index<Ref = Ref<'p, U::Key>> + Len + Copy,
+{
     debug_assert!(
         (1..probes.len()).all(|i| probes.get(i - 1).cmp(&probes.get(i)) != Ordering::Greater),
         "lookup probes must be sorted"

@@ -7,7 +7,7 @@
 use crate::batch::Batch;
 use crate::lookup::{LookupScratch, ValCursor};
 use crate::trace_cursor::TraceCursor;
-use columnar::{BorrowedOf, Columnar};
+use columnar::Columnar;
 use ripple_updates::update::Row;
 use ripple_updates::{Antichain, PartialOrder, Semigroup, Update};
 
@@ -65,12 +65,14 @@ impl<U: Update> TraceSnapshot<U> {
     /// Finds each of `probes` (sorted) in every batch, one forward pass per batch, and calls
     /// `found(probe_index, values)` for each probe present in some batch, in probe order. See
     /// [`crate::lookup`].
-    pub fn lookup<'p>(
-        &self,
-        probes: BorrowedOf<'p, U::Key>,
+    pub fn lookup<'s, 'p, P>(
+        &'s self,
+        probes: P,
         scratch: &mut LookupScratch,
-        found: impl FnMut(usize, &mut ValCursor<'_, '_, U>),
-    ) {
+        found: impl FnMut(usize, &mut ValCursor<'_, 's, U>),
+    ) where
+        P: columnar::Index<Ref = columnar::Ref<'p, U::Key>> + columnar::Len + Copy,
+    {
         self.cursor().lookup(probes, scratch, found)
     }
 

@@ -7,7 +7,7 @@
 use crate::batch::Batch;
 use crate::cursor::BatchCursor;
 use crate::lookup::{LookupScratch, ValCursor};
-use columnar::{BorrowedOf, Columnar, Ref};
+use columnar::{Columnar, Ref};
 use ripple_updates::Update;
 use std::cmp::Ordering;
 
@@ -119,12 +119,14 @@ impl<'a, U: Update> TraceCursor<'a, U> {
     /// `found(probe_index, values)` for each probe present in some batch, in probe order. Reuse
     /// one cursor and one `scratch` across lookups: neither allocates once warm. Leaves the
     /// cursor at an unspecified key. See [`crate::lookup`].
-    pub fn lookup(
+    pub fn lookup<'p, P>(
         &mut self,
-        probes: BorrowedOf<'_, U::Key>,
+        probes: P,
         scratch: &mut LookupScratch,
-        found: impl FnMut(usize, &mut ValCursor<'_, '_, U>),
-    ) {
+        found: impl FnMut(usize, &mut ValCursor<'_, 'a, U>),
+    ) where
+        P: columnar::Index<Ref = columnar::Ref<'p, U::Key>> + columnar::Len + Copy,
+    {
         crate::lookup::lookup(self, probes, scratch, found)
     }
 

@@ -40,3 +40,33 @@ macro_rules! integer_semigroup {
 // Wrapping addition: diffs form a group modulo 2^bits, exactly as differential dataflow's
 // integer diffs do; overflow is not an error the engine can report meaningfully.
 integer_semigroup!(i8, i16, i32, i64, i128, isize);
+
+/// A semigroup with additive inverses: what `negate`, `antijoin` and retractions need.
+pub trait Abelian: Semigroup {
+    /// Replaces `self` with its additive inverse.
+    fn negate(&mut self);
+}
+
+/// Multiplication of diffs, for joins: matching `(k, v1)` with multiplicity `r1` and `(k, v2)`
+/// with multiplicity `r2` yields `(k, v1, v2)` with multiplicity `r1 * r2`.
+pub trait Multiply<Rhs = Self> {
+    /// The diff type of the product.
+    type Output: Semigroup;
+    /// `self * rhs`.
+    fn multiply(&self, rhs: &Rhs) -> Self::Output;
+}
+
+macro_rules! integer_ring {
+    ($($t:ty),*) => {$(
+        impl Abelian for $t {
+            #[inline(always)]
+            fn negate(&mut self) { *self = self.wrapping_neg(); }
+        }
+        impl Multiply for $t {
+            type Output = $t;
+            #[inline(always)]
+            fn multiply(&self, rhs: &Self) -> Self { self.wrapping_mul(*rhs) }
+        }
+    )*};
+}
+integer_ring!(i8, i16, i32, i64, i128, isize);

@@ -20,7 +20,7 @@ pub mod lattice;
 pub mod update;
 
 pub use columns::{Updates, UpdatesView};
-pub use diff::Semigroup;
+pub use diff::{Abelian, Multiply, Semigroup};
 pub use lattice::Lattice;
 pub use update::{Data, Time, Update};
 

@@ -1,0 +1,264 @@
+//! The container that flows along a collection's edges: updates `(data, time, diff)` in columns.
+//!
+//! One container holds many updates at many distinct times; the capability it travels under is
+//! a lower bound for all of them (timely's "stamp"). Inside a process a container moves between
+//! operators and workers by pointer: timely hands the value over, nothing is serialized. Only
+//! when it crosses to another process does [`ContainerBytes`] write it, as columnar bytes: one
+//! length-prefixed slice per leaf column (`columnar`'s indexed encoding), not per-record bincode.
+//! Decoding copies those slices back into owned columns.
+
+use columnar::bytes::indexed;
+use columnar::{Borrow, Columnar, FromBytes, Index, Len, Push, Ref};
+use ripple_updates::{Abelian, Data, Semigroup, Time, Updates, UpdatesView};
+use timely::dataflow::channels::ContainerBytes;
+use timely::Accountable;
+
+/// How many updates a container collects before operators ship it: big enough that per-message
+/// costs vanish, small enough to stay in cache on its way through a pipeline.
+pub const SHIP_UPDATES: usize = 4096;
+
+/// The update type of a collection's container: `data` stands in the key column, values are `()`.
+pub type Unkeyed<D, T, R> = (D, (), T, R);
+
+/// Updates `(data, time, diff)`, column by column.
+pub struct UpdateContainer<D: Data, T: Time, R: Semigroup> {
+    /// The columns: `keys` holds the data, `vals` is the zero-sized unit column.
+    pub updates: Updates<Unkeyed<D, T, R>>,
+}
+
+impl<D: Data, T: Time, R: Semigroup> Default for UpdateContainer<D, T, R> {
+    fn default() -> Self {
+        Self {
+            updates: Updates::default(),
+        }
+    }
+}
+
+impl<D: Data, T: Time, R: Semigroup> Clone for UpdateContainer<D, T, R> {
+    fn clone(&self) -> Self {
+        Self {
+            updates: self.updates.clone(),
+        }
+    }
+}
+
+impl<D: Data, T: Time, R: Semigroup> std::fmt::Debug for UpdateContainer<D, T, R> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let view = self.view();
+        f.debug_list()
+            .entries(
+                (0..view.len()).map(|i| (view.key(i), view.time(i), R::into_owned(view.diff(i)))),
+            )
+            .finish()
+    }
+}
+
+impl<D: Data, T: Time, R: Semigroup> UpdateContainer<D, T, R> {
+    /// The number of updates.
+    pub fn len(&self) -> usize {
+        self.updates.len()
+    }
+
+    /// True when there are no updates.
+    pub fn is_empty(&self) -> bool {
+        self.updates.is_empty()
+    }
+
+    /// Borrows the columns.
+    pub fn view(&self) -> UpdatesView<'_, Unkeyed<D, T, R>> {
+        self.updates.view()
+    }
+
+    /// Appends an owned update.
+    #[inline]
+    pub fn push(&mut self, data: &D, time: &T, diff: &R) {
+        self.updates.keys.push(data);
+        self.updates.vals.push(&());
+        self.updates.times.push(time);
+        self.updates.diffs.push(diff);
+    }
+
+    /// Appends an update given by borrowed parts (as read from other columns).
+    #[inline]
+    pub fn push_ref(&mut self, data: Ref<'_, D>, time: Ref<'_, T>, diff: Ref<'_, R>) {
+        self.updates.keys.push(data);
+        self.updates.vals.push(&());
+        self.updates.times.push(time);
+        self.updates.diffs.push(diff);
+    }
+
+    /// Appends borrowed data with an owned time and diff.
+    #[inline]
+    pub fn push_data_ref(&mut self, data: Ref<'_, D>, time: &T, diff: &R) {
+        self.updates.keys.push(data);
+        self.updates.vals.push(&());
+        self.updates.times.push(time);
+        self.updates.diffs.push(diff);
+    }
+
+    /// Removes every update, keeping the allocations.
+    pub fn clear(&mut self) {
+        self.updates.clear();
+    }
+
+    /// The updates as owned rows `(data, time, diff)`.
+    pub fn to_rows(&self) -> Vec<(D, T, R)> {
+        let view = self.view();
+        (0..view.len())
+            .map(|i| {
+                (
+                    D::into_owned(view.key(i)),
+                    T::into_owned(view.time(i)),
+                    R::into_owned(view.diff(i)),
+                )
+            })
+            .collect()
+    }
+
+    /// A container of the given rows.
+    pub fn from_rows<'r>(rows: impl IntoIterator<Item = &'r (D, T, R)>) -> Self {
+        let mut container = Self::default();
+        for (data, time, diff) in rows {
+            container.push(data, time, diff);
+        }
+        container
+    }
+
+    /// Sorts by `(data, time)`, adds the diffs of equal pairs and drops zero sums, within this
+    /// container only.
+    pub fn consolidate(&mut self) {
+        ripple_updates::consolidate::consolidate(&mut self.updates);
+    }
+
+    /// The same updates with every diff negated. Data and time columns move untouched.
+    pub fn negate(mut self) -> Self
+    where
+        R: Abelian,
+    {
+        let mut diffs = <R as Columnar>::Container::default();
+        let mut owned: Option<R> = None;
+        {
+            let old = self.updates.diffs.borrow();
+            for index in 0..old.len() {
+                let diff = owned.get_or_insert_with(|| R::into_owned(old.get(index)));
+                diff.copy_from(old.get(index));
+                diff.negate();
+                diffs.push(&*diff);
+            }
+        }
+        self.updates.diffs = diffs;
+        self
+    }
+
+    /// The same data and diffs with every time replaced by `logic(time)`; an update whose
+    /// `logic` returns `None` is dropped.
+    pub fn map_times<T2: Time>(
+        self,
+        mut logic: impl FnMut(T) -> Option<T2>,
+    ) -> UpdateContainer<D, T2, R> {
+        let mut output = UpdateContainer::<D, T2, R>::default();
+        let view = self.view();
+        for index in 0..view.len() {
+            if let Some(time) = logic(T::into_owned(view.time(index))) {
+                output.updates.keys.push(view.key(index));
+                output.updates.vals.push(&());
+                output.updates.times.push(&time);
+                output.updates.diffs.push(view.diff(index));
+            }
+        }
+        output
+    }
+}
+
+impl<D: Data, T: Time, R: Semigroup> Accountable for UpdateContainer<D, T, R> {
+    fn record_count(&self) -> i64 {
+        self.len() as i64
+    }
+}
+
+/// Cross-process encoding: the four borrowed columns as one `columnar` indexed frame.
+impl<D: Data, T: Time, R: Semigroup> ContainerBytes for UpdateContainer<D, T, R> {
+    fn from_bytes(bytes: timely::bytes::arc::Bytes) -> Self {
+        // The frame is a sequence of u64 words; timely's buffers are normally 8-aligned, and
+        // when they are not the words are copied once into an aligned buffer.
+        let aligned: Vec<u64>;
+        let words: &[u64] = match bytemuck::try_cast_slice(&bytes[..]) {
+            Ok(words) => words,
+            Err(_) => {
+                aligned = bytes
+                    .chunks_exact(8)
+                    .map(|chunk| u64::from_ne_bytes(chunk.try_into().expect("8-byte chunk")))
+                    .collect();
+                &aligned
+            }
+        };
+        type Borrowed<'a, X> = <<X as Columnar>::Container as Borrow>::Borrowed<'a>;
+        let (keys, vals, times, diffs): (
+            Borrowed<'_, D>,
+            Borrowed<'_, ()>,
+            Borrowed<'_, T>,
+            Borrowed<'_, R>,
+        ) = FromBytes::from_bytes(&mut indexed::decode(words));
+        let view = UpdatesView::<Unkeyed<D, T, R>> {
+            keys,
+            vals,
+            times,
+            diffs,
+        };
+        let mut updates = Updates::with_capacity_for(view);
+        updates.extend_from(view, 0..view.len());
+        Self { updates }
+    }
+
+    fn length_in_bytes(&self) -> usize {
+        let view = self.view();
+        indexed::length_in_bytes(&(view.keys, view.vals, view.times, view.diffs))
+    }
+
+    fn into_bytes<W: std::io::Write>(&self, writer: &mut W) {
+        let view = self.view();
+        indexed::write(writer, &(view.keys, view.vals, view.times, view.diffs))
+            .expect("writing a container to a cross-process channel failed");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn roundtrip<D: Data, T: Time, R: Semigroup>(
+        container: &UpdateContainer<D, T, R>,
+    ) -> UpdateContainer<D, T, R> {
+        let mut bytes = Vec::new();
+        container.into_bytes(&mut bytes);
+        assert_eq!(bytes.len(), container.length_in_bytes());
+        UpdateContainer::from_bytes(timely::bytes::arc::BytesMut::from(bytes).freeze())
+    }
+
+    #[test]
+    fn bytes_roundtrip_strings_and_products() {
+        use timely::order::Product;
+        let rows: Vec<((String, u64), Product<u64, u32>, i64)> = (0..100)
+            .map(|i| {
+                (
+                    (format!("key number {i}"), i * 7),
+                    Product::new(i / 3, i as u32 % 5),
+                    i as i64 - 50,
+                )
+            })
+            .collect();
+        let container = UpdateContainer::from_rows(&rows);
+        assert_eq!(roundtrip(&container).to_rows(), rows);
+        let empty = UpdateContainer::<u64, u64, i64>::default();
+        assert!(roundtrip(&empty).is_empty());
+    }
+
+    #[test]
+    fn negate_and_map_times() {
+        let rows = vec![(1u64, 5u64, 2i64), (2, 6, -3)];
+        let negated = UpdateContainer::from_rows(&rows).negate();
+        assert_eq!(negated.to_rows(), vec![(1, 5, -2), (2, 6, 3)]);
+        let shifted = negated.map_times(|t| (t != 6).then_some(t + 10));
+        assert_eq!(shifted.to_rows(), vec![(1, 15, -2)]);
+    }
+}

@@ -1,0 +1,323 @@
+//! Joins: matching the keys of two arrangements as both change.
+//!
+//! Each new batch of one side is joined against the other side's trace *as acknowledged so
+//! far*: the batches of that side this operator has already received. A pair of batches is
+//! therefore joined exactly once, by whichever of the two arrived second. The operator holds
+//! the other trace's physical compaction at its acknowledged frontier (so the batches through
+//! it stay separable) and its logical compaction at this side's input frontier (every future
+//! batch of this side is at or beyond it, and joins with such times are preserved).
+//!
+//! Work is queued per received batch with the capabilities of its message, and done with a
+//! bounded amount of fuel per activation; when fuel runs out the operator reschedules itself.
+
+mod history;
+mod work;
+
+use crate::arrange::Arranged;
+use crate::collection::{Collection, Output};
+use crate::container::{UpdateContainer, SHIP_UPDATES};
+use crate::hashing::ExchangeData;
+use columnar::Ref;
+use ripple_trace::{Batch, LookupScratch, TraceHandle, TraceSnapshot};
+use ripple_updates::{
+    Abelian, Antichain, AntichainRef, Data, Multiply, PartialOrder, Semigroup, Time,
+};
+use std::collections::VecDeque;
+use timely::dataflow::channels::pact::Pipeline;
+use timely::dataflow::operators::generic::Operator;
+use timely::dataflow::operators::CapabilitySet;
+use work::JoinWork;
+
+/// Output updates produced per activation before the join yields.
+const FUEL_PER_ACTIVATION: usize = 1 << 20;
+
+/// Queued work of one side: batches with the capabilities they arrived under.
+type Queue<K, VB, VT, T, RB, RT> = VecDeque<(CapabilitySet<T>, JoinWork<K, VB, VT, T, RB, RT>)>;
+
+/// The batches of `trace` whose upper is at or before `frontier`: the part of the trace this
+/// operator has acknowledged.
+fn snapshot_through<K: Data, V: Data, T: Time, R: Semigroup>(
+    trace: &TraceHandle<(K, V, T, R)>,
+    frontier: AntichainRef<'_, T>,
+) -> TraceSnapshot<(K, V, T, R)> {
+    let snapshot = trace.snapshot();
+    let batches = snapshot
+        .batches()
+        .iter()
+        .take_while(|batch| {
+            PartialOrder::less_equal(&batch.description().upper.borrow(), &frontier)
+        })
+        .cloned()
+        .collect::<Vec<_>>();
+    TraceSnapshot::new(batches)
+}
+
+impl<'scope, K, V1, T, R1> Arranged<'scope, K, V1, T, R1>
+where
+    K: Data,
+    V1: Data,
+    T: Time,
+    R1: Semigroup,
+{
+    /// Joins two arrangements, producing `logic(key, v1, v2)` for each matching pair, at the
+    /// join of their times, with the product of their diffs.
+    pub fn join_core<V2, R2, D>(
+        self,
+        other: Arranged<'scope, K, V2, T, R2>,
+        mut logic: impl FnMut(Ref<'_, K>, Ref<'_, V1>, Ref<'_, V2>) -> D + 'static,
+    ) -> Collection<'scope, T, D, <R1 as Multiply<R2>>::Output>
+    where
+        V2: Data,
+        R2: Semigroup,
+        D: Data,
+        R1: Multiply<R2>,
+    {
+        type R3<A, B> = <A as Multiply<B>>::Output;
+        let mut trace1 = self.trace.clone();
+        let mut trace2 = other.trace.clone();
+        let scope = self.stream.scope();
+        let inner = self
+            .stream
+            .binary_frontier::<_, Output<D, T, R3<R1, R2>>, _, _, _, _>(
+                other.stream,
+                Pipeline,
+                Pipeline,
+                "Join",
+                move |_, info| {
+                    let activator = scope.activator_for(info.address);
+                    let mut acknowledged1 =
+                        Antichain::from_elem(<T as timely::progress::Timestamp>::minimum());
+                    let mut acknowledged2 = acknowledged1.clone();
+                    let mut todo1: Queue<K, V1, V2, T, R1, R2> = VecDeque::new();
+                    let mut todo2: Queue<K, V2, V1, T, R2, R1> = VecDeque::new();
+                    let mut scratch = LookupScratch::default();
+                    let mut done1 = false;
+                    let mut done2 = false;
+                    move |(input1, frontier1), (input2, frontier2), output| {
+                        // Batches of side 1 meet side 2 as acknowledged before them, and then count as
+                        // acknowledged for the batches of side 2 that follow.
+                        input1.for_each(|capability, batches: &mut Vec<Batch<(K, V1, T, R1)>>| {
+                            let capabilities = capability.retain_stamp(0);
+                            for batch in batches.drain(..) {
+                                let through = snapshot_through(&trace2, acknowledged2.borrow());
+                                acknowledged1.clone_from(&batch.description().upper);
+                                if !batch.is_empty() && !through.is_empty() {
+                                    todo1.push_back((
+                                        capabilities.clone(),
+                                        JoinWork::new(batch, through),
+                                    ));
+                                }
+                            }
+                        });
+                        input2.for_each(|capability, batches: &mut Vec<Batch<(K, V2, T, R2)>>| {
+                            let capabilities = capability.retain_stamp(0);
+                            for batch in batches.drain(..) {
+                                let through = snapshot_through(&trace1, acknowledged1.borrow());
+                                acknowledged2.clone_from(&batch.description().upper);
+                                if !batch.is_empty() && !through.is_empty() {
+                                    todo2.push_back((
+                                        capabilities.clone(),
+                                        JoinWork::new(batch, through),
+                                    ));
+                                }
+                            }
+                        });
+
+                        let mut fuel = FUEL_PER_ACTIVATION;
+                        let mut container = UpdateContainer::<D, T, R3<R1, R2>>::default();
+                        while fuel > 0 {
+                            let Some((capabilities, work)) = todo1.front_mut() else {
+                                break;
+                            };
+                            let mut session = output.session(&*capabilities);
+                            let finished = work.work(
+                                &mut fuel,
+                                &mut scratch,
+                                &mut |key, v1, v2, time, r1, r2| {
+                                    container.push(&logic(key, v1, v2), &time, &r1.multiply(r2));
+                                    if container.len() >= SHIP_UPDATES {
+                                        session.give_container(&mut container);
+                                        container.clear();
+                                    }
+                                },
+                            );
+                            if !container.is_empty() {
+                                session.give_container(&mut container);
+                                container.clear();
+                            }
+                            drop(session);
+                            if finished {
+                                todo1.pop_front();
+                            }
+                        }
+                        while fuel > 0 {
+                            let Some((capabilities, work)) = todo2.front_mut() else {
+                                break;
+                            };
+                            let mut session = output.session(&*capabilities);
+                            let finished = work.work(
+                                &mut fuel,
+                                &mut scratch,
+                                &mut |key, v2, v1, time, r2, r1| {
+                                    container.push(&logic(key, v1, v2), &time, &r1.multiply(r2));
+                                    if container.len() >= SHIP_UPDATES {
+                                        session.give_container(&mut container);
+                                        container.clear();
+                                    }
+                                },
+                            );
+                            if !container.is_empty() {
+                                session.give_container(&mut container);
+                                container.clear();
+                            }
+                            drop(session);
+                            if finished {
+                                todo2.pop_front();
+                            }
+                        }
+                        if !todo1.is_empty() || !todo2.is_empty() {
+                            activator.activate();
+                        }
+
+                        // Future batches of side 1 are at or beyond frontier 1: side 2's trace may
+                        // forget distinctions before it, and merge batches through what this
+                        // operator has acknowledged.
+                        if !done2 {
+                            trace2.set_logical_compaction(frontier1.frontier());
+                            trace2.set_physical_compaction(acknowledged2.borrow());
+                            if frontier1.is_empty() {
+                                trace2.set_physical_compaction(Antichain::new().borrow());
+                                done2 = true;
+                            }
+                        }
+                        if !done1 {
+                            trace1.set_logical_compaction(frontier2.frontier());
+                            trace1.set_physical_compaction(acknowledged1.borrow());
+                            if frontier2.is_empty() {
+                                trace1.set_physical_compaction(Antichain::new().borrow());
+                                done1 = true;
+                            }
+                        }
+                    }
+                },
+            );
+        Collection { inner }
+    }
+}
+
+impl<'scope, K, V1, T, R> Collection<'scope, T, (K, V1), R>
+where
+    K: ExchangeData,
+    V1: Data,
+    T: Time,
+    R: Semigroup,
+{
+    /// Matches records of the two collections with equal keys: `(key, (v1, v2))` for each
+    /// pair, with the product of their multiplicities.
+    ///
+    /// ```
+    /// use ripple_dataflow::{Captured, InputSession};
+    /// let captured = Captured::new();
+    /// let sink = captured.clone();
+    /// timely::execute_directly(move |worker| {
+    ///     let mut names = InputSession::<u64, (u64, String)>::new();
+    ///     let mut ages = InputSession::<u64, (u64, u64)>::new();
+    ///     worker.dataflow(|scope| {
+    ///         let names = names.to_collection(scope);
+    ///         let ages = ages.to_collection(scope);
+    ///         names.join(ages).capture_into(&sink);
+    ///     });
+    ///     names.insert((1, "ada".to_string()));
+    ///     ages.insert((1, 36));
+    ///     ages.insert((2, 41));
+    ///     names.advance_to(1).unwrap();
+    ///     ages.advance_to(1).unwrap();
+    ///     ages.remove((1, 36));
+    /// });
+    /// assert_eq!(
+    ///     captured.consolidated(),
+    ///     vec![((1, ("ada".to_string(), 36)), 0, 1), ((1, ("ada".to_string(), 36)), 1, -1)]
+    /// );
+    /// ```
+    pub fn join<V2: Data>(
+        self,
+        other: Collection<'scope, T, (K, V2), R>,
+    ) -> Collection<'scope, T, (K, (V1, V2)), <R as Multiply>::Output>
+    where
+        R: Multiply,
+    {
+        self.join_map(other, |key, v1, v2| {
+            (K::into_owned(key), (V1::into_owned(v1), V2::into_owned(v2)))
+        })
+    }
+
+    /// Matches records with equal keys and produces `logic(key, v1, v2)` for each pair.
+    pub fn join_map<V2: Data, R2: Semigroup, D: Data>(
+        self,
+        other: Collection<'scope, T, (K, V2), R2>,
+        logic: impl FnMut(Ref<'_, K>, Ref<'_, V1>, Ref<'_, V2>) -> D + 'static,
+    ) -> Collection<'scope, T, D, <R as Multiply<R2>>::Output>
+    where
+        R: Multiply<R2>,
+    {
+        self.arrange_by_key()
+            .join_core(other.arrange_by_key(), logic)
+    }
+
+    /// Keeps the records whose key is in `keys`, multiplied by the key's multiplicity there.
+    ///
+    /// ```
+    /// use ripple_dataflow::{Captured, InputSession};
+    /// let captured = Captured::new();
+    /// let sink = captured.clone();
+    /// timely::execute_directly(move |worker| {
+    ///     let mut edges = InputSession::<u64, (u64, u64)>::new();
+    ///     let mut keep = InputSession::<u64, u64>::new();
+    ///     worker.dataflow(|scope| {
+    ///         edges.to_collection(scope).semijoin(keep.to_collection(scope)).capture_into(&sink);
+    ///     });
+    ///     edges.insert((1, 2));
+    ///     edges.insert((3, 4));
+    ///     keep.insert(3);
+    /// });
+    /// assert_eq!(captured.consolidated(), vec![((3, 4), 0, 1)]);
+    /// ```
+    pub fn semijoin<R2: Semigroup>(
+        self,
+        keys: Collection<'scope, T, K, R2>,
+    ) -> Collection<'scope, T, (K, V1), <R as Multiply<R2>>::Output>
+    where
+        R: Multiply<R2>,
+    {
+        self.arrange_by_key()
+            .join_core(keys.arrange_by_self(), |key, v1, ()| {
+                (K::into_owned(key), V1::into_owned(v1))
+            })
+    }
+
+    /// Keeps the records whose key is *not* in `keys`: the collection minus its semijoin with
+    /// `keys` (so `keys` should be a set, each key with multiplicity 1).
+    ///
+    /// ```
+    /// use ripple_dataflow::{Captured, InputSession};
+    /// let captured = Captured::new();
+    /// let sink = captured.clone();
+    /// timely::execute_directly(move |worker| {
+    ///     let mut edges = InputSession::<u64, (u64, u64)>::new();
+    ///     let mut drop = InputSession::<u64, u64>::new();
+    ///     worker.dataflow(|scope| {
+    ///         edges.to_collection(scope).antijoin(drop.to_collection(scope)).consolidate().capture_into(&sink);
+    ///     });
+    ///     edges.insert((1, 2));
+    ///     edges.insert((3, 4));
+    ///     drop.insert(3);
+    /// });
+    /// assert_eq!(captured.consolidated(), vec![((1, 2), 0, 1)]);
+    /// ```
+    pub fn antijoin(self, keys: Collection<'scope, T, K, R>) -> Self
+    where
+        R: Multiply<Output = R> + Abelian,
+    {
+        self.clone().concat(self.semijoin(keys).negate())
+    }
+}

@@ -1,0 +1,90 @@
+//! One unit of join work: a new batch of one side against a snapshot of the other side's trace.
+//!
+//! The batch's keys are probed against the snapshot in sorted runs (batched lookups: one
+//! forward pass per trace batch per run). For each key found, both histories are gathered and
+//! multiplied ([`join_histories`]). Work is fueled: a call stops after the run in which its fuel
+//! ran out and the next call resumes at the following key, so a huge join yields to the worker.
+
+use super::history::{join_histories, KeyHistory};
+use columnar::Ref;
+use ripple_trace::{Batch, LookupScratch, TraceSnapshot};
+use ripple_updates::{Data, Semigroup, Time};
+
+/// How many batch keys one lookup probes.
+const PROBE_RUN: usize = 1024;
+
+/// A batch still to be joined against a snapshot of the other side.
+pub(crate) struct JoinWork<K: Data, VB: Data, VT: Data, T: Time, RB: Semigroup, RT: Semigroup> {
+    batch: Batch<(K, VB, T, RB)>,
+    trace: TraceSnapshot<(K, VT, T, RT)>,
+    next_key: usize,
+}
+
+impl<K, VB, VT, T, RB, RT> JoinWork<K, VB, VT, T, RB, RT>
+where
+    K: Data,
+    VB: Data,
+    VT: Data,
+    T: Time,
+    RB: Semigroup,
+    RT: Semigroup,
+{
+    pub(crate) fn new(batch: Batch<(K, VB, T, RB)>, trace: TraceSnapshot<(K, VT, T, RT)>) -> Self {
+        Self {
+            batch,
+            trace,
+            next_key: 0,
+        }
+    }
+
+    /// Joins keys until `fuel` is spent (it may go a run's worth below zero, saturating) or the
+    /// batch is done; calls `emit(key, batch val, trace val, time, batch diff, trace diff)`.
+    /// Returns true when every key is done.
+    pub(crate) fn work(
+        &mut self,
+        fuel: &mut usize,
+        scratch: &mut LookupScratch,
+        emit: &mut impl FnMut(Ref<'_, K>, Ref<'_, VB>, Ref<'_, VT>, T, &RB, &RT),
+    ) -> bool {
+        let key_count = self.batch.key_count();
+        let keys = self.batch.keys();
+        let mut batch_cursor = self.batch.cursor();
+        let mut trace_cursor = self.trace.cursor();
+        let mut batch_history = KeyHistory::<VB, T, RB>::default();
+        let mut trace_history = KeyHistory::<VT, T, RT>::default();
+        while self.next_key < key_count && *fuel > 0 {
+            let lower = self.next_key;
+            let upper = (lower + PROBE_RUN).min(key_count);
+            let probes = columnar::Slice::new(lower as u64, upper as u64, keys);
+            let mut spent = 0;
+            trace_cursor.lookup(probes, scratch, |probe, values| {
+                batch_cursor.set_key_index(lower + probe);
+                batch_history.clear();
+                while let Some(val) = batch_cursor.get_val() {
+                    batch_history.push_val(val);
+                    batch_cursor.map_times(|time, diff| {
+                        batch_history.push_update(T::into_owned(time), RB::into_owned(diff))
+                    });
+                    batch_cursor.step_val();
+                }
+                trace_history.clear();
+                while let Some(val) = values.get_val() {
+                    trace_history.push_val(val);
+                    values.map_times(|time, diff| {
+                        trace_history.push_update(T::into_owned(time), RT::into_owned(diff))
+                    });
+                    values.step_val();
+                }
+                let key = values.key();
+                spent += 1 + join_histories(
+                    &mut batch_history,
+                    &mut trace_history,
+                    &mut |vb, vt, time, rb, rt| emit(key, vb, vt, time, rb, rt),
+                );
+            });
+            *fuel = fuel.saturating_sub(spent + (upper - lower) / 16);
+            self.next_key = upper;
+        }
+        self.next_key >= key_count
+    }
+}

@@ -1,0 +1,388 @@
+//! Reduce: per key, a function of the accumulated values, maintained as the input changes.
+//!
+//! The operator reads an arrangement and writes its own. Each activation processes the interval
+//! `[lower, upper)` of times that has become complete: `upper` is the last batch boundary of the
+//! input trace not beyond the input frontier. The keys to visit are those of the batches
+//! received for the interval and those with deferred times now inside it. For each key the
+//! input history (from the input trace through `upper`) and the output history (from the
+//! operator's own trace) go to [`key::reduce_key`], whose corrections become one output batch
+//! for `[lower, upper)`, inserted into the output trace and sent downstream. Times at or beyond
+//! `upper` that will need attention are kept, with capabilities, until their interval comes.
+
+mod key;
+
+use crate::arrange::{build_batch, Arranged, HeldCapabilities};
+use crate::collection::Collection;
+use crate::config::RippleConfig;
+use crate::hashing::ExchangeData;
+use columnar::{Borrow, Columnar, Index, Push, Ref};
+use key::{reduce_key, KeyScratch};
+use ripple_batcher::MergeBatcher;
+use ripple_trace::{Batch, Description, TraceHandle, TraceSnapshot};
+use ripple_updates::{Abelian, Antichain, Data, PartialOrder, Semigroup, Time, Updates};
+use std::collections::BTreeMap;
+use timely::container::CapacityContainerBuilder;
+use timely::dataflow::channels::pact::Pipeline;
+use timely::dataflow::operators::generic::Operator;
+use timely::dataflow::operators::CapabilitySet;
+
+impl<'scope, K, V, T, R> Arranged<'scope, K, V, T, R>
+where
+    K: ExchangeData,
+    V: Data,
+    T: Time,
+    R: Semigroup,
+{
+    /// Maintains, for each key, `logic(key, input, output)`: `input` is the key's accumulated
+    /// `(value, multiplicity)` pairs (sorted by value, none zero, never empty), and `logic`
+    /// pushes the key's output `(value, multiplicity)` pairs into `output`. Returns the output
+    /// arranged by key.
+    pub fn reduce_core<V2, R2>(
+        self,
+        name: &str,
+        mut logic: impl FnMut(Ref<'_, K>, &[(Ref<'_, V>, R)], &mut Vec<(V2, R2)>) + 'static,
+    ) -> Arranged<'scope, K, V2, T, R2>
+    where
+        V2: Data,
+        R2: Semigroup + Abelian,
+    {
+        let config = RippleConfig::of(self.stream.scope().worker());
+        let mut input_trace = self.trace.clone();
+        let reader = TraceHandle::<(K, V2, T, R2)>::new(config.spine);
+        let mut output_trace = reader.clone();
+
+        let stream = self
+            .stream
+            .unary_frontier::<CapacityContainerBuilder<Vec<Batch<(K, V2, T, R2)>>>, _, _, _>(
+                Pipeline,
+                name,
+                move |_, _| {
+                    let mut lower =
+                        Antichain::from_elem(<T as timely::progress::Timestamp>::minimum());
+                    // Received batches not yet processed, with their capabilities.
+                    let mut queued: Vec<(Batch<(K, V, T, R)>, CapabilitySet<T>)> = Vec::new();
+                    // Capabilities for the deferred times.
+                    let mut held = HeldCapabilities::<T>::default();
+                    // Deferred times, by key.
+                    let mut deferred: BTreeMap<K, Vec<T>> = BTreeMap::new();
+                    let mut batcher = MergeBatcher::<(K, V2, T, R2)>::new(config.batcher);
+                    move |(input, frontier), output| {
+                        input.for_each(|capability, batches| {
+                            let capabilities = capability.retain_stamp(0);
+                            for batch in batches.drain(..) {
+                                queued.push((batch, capabilities.clone()));
+                            }
+                        });
+
+                        // The interval to process ends at the last input batch boundary that
+                        // is not beyond the input frontier.
+                        let snapshot = input_trace.snapshot();
+                        let through: Vec<_> = snapshot
+                            .batches()
+                            .iter()
+                            .take_while(|batch| {
+                                PartialOrder::less_equal(
+                                    &batch.description().upper.borrow(),
+                                    &frontier.frontier(),
+                                )
+                            })
+                            .cloned()
+                            .collect();
+                        let Some(upper) = through
+                            .last()
+                            .map(|batch| batch.description().upper.clone())
+                        else {
+                            return;
+                        };
+                        if upper == lower {
+                            return;
+                        }
+                        let input_snapshot = TraceSnapshot::new(through);
+                        let output_snapshot = output_trace.snapshot();
+
+                        // Keys and their new times: from the batches inside the interval ...
+                        let mut capabilities = std::mem::take(&mut held);
+                        let mut work: BTreeMap<K, Vec<T>> = BTreeMap::new();
+                        queued.retain(|(batch, caps)| {
+                            if !PartialOrder::less_equal(&batch.description().upper, &upper) {
+                                return true;
+                            }
+                            for capability in caps.iter() {
+                                capabilities.insert(capability.clone());
+                            }
+                            let mut cursor = batch.cursor();
+                            while let Some(key) = cursor.get_key() {
+                                let times = work.entry(K::into_owned(key)).or_default();
+                                while cursor.get_val().is_some() {
+                                    cursor.map_times(|time, _| times.push(T::into_owned(time)));
+                                    cursor.step_val();
+                                }
+                                cursor.step_key();
+                            }
+                            false
+                        });
+                        // ... and the deferred times now inside it.
+                        let keys: Vec<K> = deferred.keys().cloned().collect();
+                        for key in keys {
+                            let times = deferred.get_mut(&key).expect("key present");
+                            let (now, later): (Vec<T>, Vec<T>) =
+                                times.drain(..).partition(|time| !upper.less_equal(time));
+                            *times = later;
+                            if times.is_empty() {
+                                deferred.remove(&key);
+                            }
+                            if !now.is_empty() {
+                                Extend::extend(work.entry(key).or_default(), now);
+                            }
+                        }
+
+                        // The keys as a column, so cursors can seek with borrowed keys.
+                        let mut key_column = <K as Columnar>::Container::default();
+                        for key in work.keys() {
+                            key_column.push(key);
+                        }
+                        let key_column = key_column.borrow();
+
+                        let mut input_cursor = input_snapshot.cursor();
+                        let mut output_cursor = output_snapshot.cursor();
+                        let mut scratch = KeyScratch::<V, V2, T, R, R2>::default();
+                        let mut input_history = Vec::new();
+                        let mut output_history = Vec::new();
+                        let mut produced = Updates::<(K, V2, T, R2)>::default();
+                        for (index, (key, times)) in work.iter().enumerate() {
+                            let key_ref = key_column.get(index);
+                            input_history.clear();
+                            input_cursor.seek_key(key_ref);
+                            if input_cursor.get_key() == Some(key_ref) {
+                                while let Some(val) = input_cursor.get_val() {
+                                    input_cursor.map_times(|time, diff| {
+                                        input_history.push((
+                                            val,
+                                            T::into_owned(time),
+                                            R::into_owned(diff),
+                                        ))
+                                    });
+                                    input_cursor.step_val();
+                                }
+                            }
+                            output_history.clear();
+                            output_cursor.seek_key(key_ref);
+                            if output_cursor.get_key() == Some(key_ref) {
+                                while let Some(val) = output_cursor.get_val() {
+                                    let val = V2::into_owned(val);
+                                    output_cursor.map_times(|time, diff| {
+                                        output_history.push((
+                                            val.clone(),
+                                            T::into_owned(time),
+                                            R2::into_owned(diff),
+                                        ))
+                                    });
+                                    output_cursor.step_val();
+                                }
+                            }
+                            reduce_key(
+                                &mut input_history,
+                                &mut output_history,
+                                times,
+                                upper.borrow(),
+                                &mut scratch,
+                                &mut |input, output| logic(key_ref, input, output),
+                                &mut |val, time, diff| produced.push(key, val, time, diff),
+                                &mut |time| {
+                                    deferred.entry(key.clone()).or_default().push(time.clone())
+                                },
+                            );
+                        }
+                        batcher.push(produced.view());
+
+                        // One batch for the interval, under every capability it retires.
+                        let retired = capabilities.before(upper.borrow());
+                        let chain = batcher.seal(upper.borrow());
+                        let batch =
+                            build_batch(&chain, Description::new(lower.clone(), upper.clone()));
+                        if retired.is_empty() {
+                            debug_assert!(batch.is_empty(), "output without a capability");
+                            output_trace.advance_upper(upper.clone());
+                        } else {
+                            output_trace.insert(batch.clone());
+                            output.session(&retired).give(batch);
+                        }
+                        let mut pending = Antichain::new();
+                        for times in deferred.values() {
+                            for time in times {
+                                pending.insert(time.clone());
+                            }
+                        }
+                        capabilities.downgrade_to(pending.borrow());
+                        held = capabilities;
+
+                        // Only times at or beyond `upper` will be read from now on.
+                        input_trace.set_logical_compaction(upper.borrow());
+                        input_trace.set_physical_compaction(upper.borrow());
+                        output_trace.set_logical_compaction(upper.borrow());
+                        output_trace.set_physical_compaction(upper.borrow());
+                        lower = upper;
+                    }
+                },
+            );
+        Arranged {
+            stream,
+            trace: reader,
+        }
+    }
+}
+
+impl<'scope, K, V, T, R> Collection<'scope, T, (K, V), R>
+where
+    K: ExchangeData,
+    V: Data,
+    T: Time,
+    R: Semigroup,
+{
+    /// Groups by key and maintains `logic(key, input, output)` for each key: `input` holds the
+    /// key's `(value, multiplicity)` pairs (sorted, non-zero, never empty) and `logic` pushes
+    /// the key's output values with their multiplicities.
+    ///
+    /// ```
+    /// use ripple_dataflow::{Captured, InputSession};
+    /// let captured = Captured::new();
+    /// let sink = captured.clone();
+    /// timely::execute_directly(move |worker| {
+    ///     let mut input = InputSession::<u64, (u64, u64)>::new();
+    ///     worker.dataflow(|scope| {
+    ///         input
+    ///             .to_collection(scope)
+    ///             .reduce(|_key, input, output| {
+    ///                 let sum: u64 = input.iter().map(|(v, r)| **v * *r as u64).sum();
+    ///                 output.push((sum, 1i64));
+    ///             })
+    ///             .capture_into(&sink)
+    ///     });
+    ///     input.insert((1, 10));
+    ///     input.insert((1, 5));
+    ///     input.advance_to(1).unwrap();
+    ///     input.remove((1, 5));
+    /// });
+    /// assert_eq!(captured.consolidated(), vec![((1, 10), 1, 1), ((1, 15), 0, 1), ((1, 15), 1, -1)]);
+    /// ```
+    pub fn reduce<V2, R2>(
+        self,
+        logic: impl FnMut(Ref<'_, K>, &[(Ref<'_, V>, R)], &mut Vec<(V2, R2)>) + 'static,
+    ) -> Collection<'scope, T, (K, V2), R2>
+    where
+        V2: Data,
+        R2: Semigroup + Abelian,
+    {
+        self.arrange_by_key()
+            .reduce_core("Reduce", logic)
+            .as_collection()
+    }
+
+    /// The least value of each key (among values with positive multiplicity).
+    ///
+    /// ```
+    /// use ripple_dataflow::{Captured, InputSession};
+    /// let captured = Captured::new();
+    /// let sink = captured.clone();
+    /// timely::execute_directly(move |worker| {
+    ///     let mut input = InputSession::<u64, (u64, u64)>::new();
+    ///     worker.dataflow(|scope| input.to_collection(scope).min().capture_into(&sink));
+    ///     input.insert((1, 7));
+    ///     input.insert((1, 3));
+    /// });
+    /// assert_eq!(captured.consolidated(), vec![((1, 3), 0, 1)]);
+    /// ```
+    pub fn min(self) -> Collection<'scope, T, (K, V), i64>
+    where
+        R: Ord + From<i8>,
+    {
+        self.reduce(|_key, input, output| {
+            if let Some((val, _)) = input.iter().find(|(_, r)| *r > R::from(0)) {
+                output.push((V::into_owned(*val), 1));
+            }
+        })
+    }
+
+    /// The greatest value of each key (among values with positive multiplicity).
+    pub fn max(self) -> Collection<'scope, T, (K, V), i64>
+    where
+        R: Ord + From<i8>,
+    {
+        self.reduce(|_key, input, output| {
+            if let Some((val, _)) = input.iter().rev().find(|(_, r)| *r > R::from(0)) {
+                output.push((V::into_owned(*val), 1));
+            }
+        })
+    }
+}
+
+impl<'scope, K, T, R> Collection<'scope, T, K, R>
+where
+    K: ExchangeData,
+    T: Time,
+    R: Semigroup,
+{
+    /// Each distinct record with its total multiplicity, as `(record, count)` with diff 1.
+    ///
+    /// ```
+    /// use ripple_dataflow::{Captured, InputSession};
+    /// let captured = Captured::new();
+    /// let sink = captured.clone();
+    /// timely::execute_directly(move |worker| {
+    ///     let mut input = InputSession::<u64, u64>::new();
+    ///     worker.dataflow(|scope| input.to_collection(scope).count().capture_into(&sink));
+    ///     input.insert(5);
+    ///     input.insert(5);
+    /// });
+    /// assert_eq!(captured.consolidated(), vec![((5, 2), 0, 1)]);
+    /// ```
+    pub fn count(self) -> Collection<'scope, T, (K, R), i64>
+    where
+        R: Data,
+    {
+        self.arrange_by_self()
+            .reduce_core("Count", |_key, input, output| {
+                output.push((input[0].1.clone(), 1));
+            })
+            .as_collection()
+    }
+
+    /// Each record with multiplicity `logic(record, multiplicity)`, dropped where that is 0.
+    pub fn threshold<R2: Semigroup + Abelian>(
+        self,
+        mut logic: impl FnMut(Ref<'_, K>, &R) -> R2 + 'static,
+    ) -> Collection<'scope, T, K, R2> {
+        self.arrange_by_self()
+            .reduce_core("Threshold", move |key, input, output| {
+                let diff = logic(key, &input[0].1);
+                if !diff.is_zero() {
+                    output.push(((), diff));
+                }
+            })
+            .as_keys()
+    }
+
+    /// Each record with positive multiplicity, once.
+    ///
+    /// ```
+    /// use ripple_dataflow::{Captured, InputSession};
+    /// let captured = Captured::new();
+    /// let sink = captured.clone();
+    /// timely::execute_directly(move |worker| {
+    ///     let mut input = InputSession::<u64, u64>::new();
+    ///     worker.dataflow(|scope| input.to_collection(scope).distinct().capture_into(&sink));
+    ///     input.insert(5);
+    ///     input.insert(5);
+    ///     input.insert(6);
+    ///     input.advance_to(1).unwrap();
+    ///     input.remove(6);
+    /// });
+    /// assert_eq!(captured.consolidated(), vec![(5, 0, 1), (6, 0, 1), (6, 1, -1)]);
+    /// ```
+    pub fn distinct(self) -> Collection<'scope, T, K, i64>
+    where
+        R: Ord + From<i8>,
+    {
+        self.threshold(|_, count| if *count > R::from(0) { 1 } else { 0 })
+    }
+}
