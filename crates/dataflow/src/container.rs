@@ -238,7 +238,8 @@ mod tests {
     #[test]
     fn bytes_roundtrip_strings_and_products() {
         use timely::order::Product;
-        let rows: Vec<((String, u64), Product<u64, u32>, i64)> = (0..100)
+        type Row = ((String, u64), Product<u64, u32>, i64);
+        let rows: Vec<Row> = (0..100)
             .map(|i| {
                 (
                     (format!("key number {i}"), i * 7),

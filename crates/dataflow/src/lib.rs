@@ -19,3 +19,5 @@ pub mod arrange;
 pub use arrange::Arranged;
 pub mod join;
 pub mod reduce;
+pub mod iterate;
+pub use iterate::Variable;

@@ -26,6 +26,9 @@ use timely::dataflow::channels::pact::Pipeline;
 use timely::dataflow::operators::generic::Operator;
 use timely::dataflow::operators::CapabilitySet;
 
+/// A received input batch waiting for its interval, with the capabilities it arrived under.
+type Queued<K, V, T, R> = (Batch<(K, V, T, R)>, CapabilitySet<T>);
+
 impl<'scope, K, V, T, R> Arranged<'scope, K, V, T, R>
 where
     K: ExchangeData,
@@ -60,7 +63,7 @@ where
                     let mut lower =
                         Antichain::from_elem(<T as timely::progress::Timestamp>::minimum());
                     // Received batches not yet processed, with their capabilities.
-                    let mut queued: Vec<(Batch<(K, V, T, R)>, CapabilitySet<T>)> = Vec::new();
+                    let mut queued: Vec<Queued<K, V, T, R>> = Vec::new();
                     // Capabilities for the deferred times.
                     let mut held = HeldCapabilities::<T>::default();
                     // Deferred times, by key.

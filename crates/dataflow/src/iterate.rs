@@ -1,0 +1,160 @@
+//! Iteration: collections defined in terms of themselves, in a nested scope.
+//!
+//! Inside `iterate` times are `Product<T, u32>`: the outer time and a round counter. A
+//! [`Variable`] is a feedback edge: what it is `set` to in round `i` is what it holds in round
+//! `i + 1`. The feedback edge advances the capability by the step, and the operator before it
+//! advances every time inside the containers by the same step, since ripple's containers carry
+//! their own times. Iteration stops when a round produces no changes; the arrangements inside
+//! the loop (join, reduce, distinct, ...) consolidate, so cancelling updates vanish instead of
+//! circulating forever.
+
+use crate::collection::{Collection, Output};
+use crate::container::UpdateContainer;
+use ripple_updates::{Abelian, Data, Product, Time};
+use timely::dataflow::channels::pact::Pipeline;
+use timely::dataflow::operators::feedback::Handle;
+use timely::dataflow::operators::generic::Operator;
+use timely::dataflow::operators::{ConnectLoop, Feedback};
+use timely::dataflow::scope::Iterative;
+use timely::dataflow::Scope;
+use timely::progress::timestamp::PathSummary;
+use timely::progress::Timestamp;
+
+/// A collection defined recursively: read it as a collection, then `set` its definition.
+///
+/// ```
+/// use ripple_dataflow::{Captured, InputSession, Variable};
+/// use ripple_updates::Product;
+/// let captured = Captured::new();
+/// let sink = captured.clone();
+/// timely::execute_directly(move |worker| {
+///     let mut input = InputSession::<u64, u64>::new();
+///     worker.dataflow(|scope| {
+///         let numbers = input.to_collection(scope);
+///         // All numbers reachable by halving, defined with a variable.
+///         let result = scope.iterative::<u32, _, _>(|inner| {
+///             let (variable, halved) = Variable::new_from(numbers.clone().enter(inner), Product::new(0, 1));
+///             let next = halved.map(|x| x / 2).concat(numbers.clone().enter(inner)).distinct();
+///             variable.set(next.clone());
+///             next.leave(scope)
+///         });
+///         result.capture_into(&sink);
+///     });
+///     input.insert(10);
+/// });
+/// let values: Vec<u64> = captured.consolidated().into_iter().map(|(x, _, _)| x).collect();
+/// assert_eq!(values, vec![0, 1, 2, 5, 10]);
+/// ```
+pub struct Variable<'scope, T: Time, D: Data, R: Abelian> {
+    feedback: Handle<'scope, T, UpdateContainer<D, T, R>>,
+    source: Option<Collection<'scope, T, D, R>>,
+    step: T::Summary,
+}
+
+impl<'scope, T: Time, D: Data, R: Abelian> Variable<'scope, T, D, R> {
+    /// A variable that starts empty, and the collection through which to read it.
+    pub fn new(scope: Scope<'scope, T>, step: T::Summary) -> (Self, Collection<'scope, T, D, R>) {
+        let (feedback, updates) = scope.feedback(step.clone());
+        let variable = Self {
+            feedback,
+            source: None,
+            step,
+        };
+        (variable, Collection::new(updates))
+    }
+
+    /// A variable that starts as `source`, and the collection through which to read it.
+    ///
+    /// The feedback carries `result - source`, so that after `set(result)` the variable holds
+    /// `source` in round 0 and `result` of round `i` in round `i + 1`.
+    pub fn new_from(
+        source: Collection<'scope, T, D, R>,
+        step: T::Summary,
+    ) -> (Self, Collection<'scope, T, D, R>) {
+        let (feedback, updates) = source.scope().feedback(step.clone());
+        let collection = Collection::new(updates).concat(source.clone());
+        let variable = Self {
+            feedback,
+            source: Some(source.negate()),
+            step,
+        };
+        (variable, collection)
+    }
+
+    /// Defines the variable's next round as `result`, closing the loop.
+    pub fn set(self, result: Collection<'scope, T, D, R>) {
+        let result = match self.source {
+            Some(negated_source) => result.concat(negated_source),
+            None => result,
+        };
+        let step = self.step;
+        result
+            .inner
+            .unary::<Output<D, T, R>, _, _, _>(Pipeline, "AdvanceTimes", move |_, _| {
+                move |input, output| {
+                    input.for_each(|capability, container| {
+                        let mut advanced = std::mem::take(container).map_times(|time| step.results_in(&time));
+                        if !advanced.is_empty() {
+                            output.session(&capability).give_container(&mut advanced);
+                        }
+                    });
+                }
+            })
+            .connect_loop(self.feedback);
+    }
+}
+
+impl<'scope, T: Time, D: Data, R: Abelian> Collection<'scope, T, D, R> {
+    /// Repeatedly applies `logic` to the collection, starting from itself, until nothing
+    /// changes; returns the fixed point.
+    ///
+    /// ```
+    /// use ripple_dataflow::{Captured, InputSession};
+    /// let captured = Captured::new();
+    /// let sink = captured.clone();
+    /// timely::execute_directly(move |worker| {
+    ///     let mut edges = InputSession::<u64, (u64, u64)>::new();
+    ///     let mut roots = InputSession::<u64, u64>::new();
+    ///     worker.dataflow(|scope| {
+    ///         let edges = edges.to_collection(scope);
+    ///         // Nodes reachable from the roots.
+    ///         roots
+    ///             .to_collection(scope)
+    ///             .iterate(|inner, reached| {
+    ///                 let edges = edges.enter(inner);
+    ///                 reached
+    ///                     .clone()
+    ///                     .map(|node| (node, ()))
+    ///                     .join_map(edges, |_src, (), dst| *dst)
+    ///                     .concat(reached)
+    ///                     .distinct()
+    ///             })
+    ///             .capture_into(&sink);
+    ///     });
+    ///     roots.insert(1);
+    ///     for (src, dst) in [(1, 2), (2, 3), (4, 5)] {
+    ///         edges.insert((src, dst));
+    ///     }
+    /// });
+    /// let reached: Vec<u64> = captured.consolidated().into_iter().map(|(x, _, _)| x).collect();
+    /// assert_eq!(reached, vec![1, 2, 3]);
+    /// ```
+    pub fn iterate<F>(self, logic: F) -> Self
+    where
+        for<'inner> F: FnOnce(
+            Iterative<'inner, T, u32>,
+            Collection<'inner, Product<T, u32>, D, R>,
+        ) -> Collection<'inner, Product<T, u32>, D, R>,
+    {
+        let outer = self.scope();
+        outer.iterative::<u32, _, _>(|inner| {
+            let (variable, collection) = Variable::new_from(
+                self.enter(inner),
+                Product::new(<T as Timestamp>::Summary::default(), 1),
+            );
+            let result = logic(inner, collection);
+            variable.set(result.clone());
+            result.leave(outer)
+        })
+    }
+}
