@@ -41,6 +41,11 @@ impl<D: Data, T: Time, R: Semigroup> Captured<D, T, R> {
         self.lock().extend(rows);
     }
 
+    /// Appends one update (for collecting other engines' output the same way).
+    pub fn push_row(&self, data: D, time: T, diff: R) {
+        self.lock().push((data, time, diff));
+    }
+
     /// Every update received so far, in arrival order.
     pub fn updates(&self) -> Vec<(D, T, R)> {
         self.lock().clone()

@@ -69,7 +69,22 @@ pub(crate) fn reduce_key<'a, V, V2, T, R, R2>(
     times.dedup();
 
     let total = is_totally_ordered(input, output, times);
-    if !total {
+    if total {
+        // Joins are maxima, so the closure adds the history times after the first new time:
+        // compaction can advance old updates to times that have not been examined yet.
+        if let Some(first) = times.first().cloned() {
+            times.extend(
+                input
+                    .iter()
+                    .map(|(_, t, _)| t)
+                    .chain(output.iter().map(|(_, t, _)| t))
+                    .filter(|t| first.less_equal(t))
+                    .cloned(),
+            );
+            times.sort();
+            times.dedup();
+        }
+    } else {
         close_under_join(times, input, output, upper);
     }
     // `times` is sorted: a linear extension of the partial order.

@@ -343,9 +343,17 @@ where
     where
         R: Data,
     {
+        self.count_core()
+    }
+
+    /// [`count`](Self::count) with output diffs of type `R2`.
+    pub fn count_core<R2: Semigroup + Abelian + From<i8>>(self) -> Collection<'scope, T, (K, R), R2>
+    where
+        R: Data,
+    {
         self.arrange_by_self()
             .reduce_core("Count", |_key, input, output| {
-                output.push((input[0].1.clone(), 1));
+                output.push((input[0].1.clone(), R2::from(1)));
             })
             .as_collection()
     }
@@ -386,6 +394,14 @@ where
     where
         R: Ord + From<i8>,
     {
-        self.threshold(|_, count| if *count > R::from(0) { 1 } else { 0 })
+        self.distinct_core()
+    }
+
+    /// [`distinct`](Self::distinct) with output diffs of type `R2`.
+    pub fn distinct_core<R2: Semigroup + Abelian + From<i8>>(self) -> Collection<'scope, T, K, R2>
+    where
+        R: Ord + From<i8>,
+    {
+        self.threshold(|_, count| R2::from(if *count > R::from(0) { 1 } else { 0 }))
     }
 }
