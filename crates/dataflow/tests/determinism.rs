@@ -1,0 +1,48 @@
+//! The determinism matrix: every program gives identical per-time output whatever the input
+//! batching, the number of workers, the chunk capacity and whether workers exchange containers
+//! by pointer or as serialized bytes.
+
+mod common;
+
+use common::{programs, run_ripple, workload, Setup};
+use ripple_batcher::BatcherConfig;
+
+#[test]
+fn outputs_do_not_depend_on_batching_workers_or_chunk_capacity() {
+    let seeds: u64 = std::env::var("RIPPLE_MATRIX_SEEDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1);
+    let max_time = 8;
+    for seed in 0..seeds {
+        let input = workload(100 + seed, 16, 30, 16, max_time);
+        for (name, program, _) in programs() {
+            let reference = run_ripple(&input, Setup::default(), program);
+            assert!(!reference.is_empty() || name == "scc", "{name}: empty output tests nothing");
+            for batch in [1, 3, max_time + 1] {
+                for workers in [1, 2, 3] {
+                    // 1 byte holds one record per chunk; 4 KiB a few hundred; then the default.
+                    for chunk_bytes in [1, 4096, BatcherConfig::default().chunk_bytes_max] {
+                        let setup = Setup {
+                            workers,
+                            binary: false,
+                            batch,
+                            chunk_bytes,
+                        };
+                        let output = run_ripple(&input, setup, program);
+                        assert_eq!(output, reference, "{name}, seed {seed}: {setup:?} differs");
+                    }
+                }
+                // Containers serialized between workers, as across processes.
+                let setup = Setup {
+                    workers: 2,
+                    binary: true,
+                    batch,
+                    chunk_bytes: 4096,
+                };
+                let output = run_ripple(&input, setup, program);
+                assert_eq!(output, reference, "{name}, seed {seed}: {setup:?} differs");
+            }
+        }
+    }
+}
