@@ -93,7 +93,8 @@ impl<'scope, T: Time, D: Data, R: Abelian> Variable<'scope, T, D, R> {
             .unary::<Output<D, T, R>, _, _, _>(Pipeline, "AdvanceTimes", move |_, _| {
                 move |input, output| {
                     input.for_each(|capability, container| {
-                        let mut advanced = std::mem::take(container).map_times(|time| step.results_in(&time));
+                        let mut advanced =
+                            std::mem::take(container).map_times(|time| step.results_in(&time));
                         if !advanced.is_empty() {
                             output.session(&capability).give_container(&mut advanced);
                         }

@@ -17,7 +17,7 @@ pub mod exchange;
 pub use config::RippleConfig;
 pub mod arrange;
 pub use arrange::Arranged;
+pub mod iterate;
 pub mod join;
 pub mod reduce;
-pub mod iterate;
 pub use iterate::Variable;

@@ -18,7 +18,10 @@ fn outputs_do_not_depend_on_batching_workers_or_chunk_capacity() {
         let input = workload(100 + seed, 16, 30, 16, max_time);
         for (name, program, _) in programs() {
             let reference = run_ripple(&input, Setup::default(), program);
-            assert!(!reference.is_empty() || name == "scc", "{name}: empty output tests nothing");
+            assert!(
+                !reference.is_empty() || name == "scc",
+                "{name}: empty output tests nothing"
+            );
             for batch in [1, 3, max_time + 1] {
                 for workers in [1, 2, 3] {
                     // 1 byte holds one record per chunk; 4 KiB a few hundred; then the default.

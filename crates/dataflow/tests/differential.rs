@@ -16,8 +16,14 @@ fn programs_match_differential_dataflow() {
             let input = workload(seed, 12 + seed * 4, 20 + seed as usize * 6, 20, 10);
             let expected = run_dd(&input, dd);
             let actual = run_ripple(&input, Setup::default(), ripple);
-            assert_eq!(actual, expected, "{name}, seed {seed}: ripple differs from differential-dataflow");
-            assert!(!expected.is_empty() || name == "scc", "{name}, seed {seed}: empty output tests nothing");
+            assert_eq!(
+                actual, expected,
+                "{name}, seed {seed}: ripple differs from differential-dataflow"
+            );
+            assert!(
+                !expected.is_empty() || name == "scc",
+                "{name}, seed {seed}: empty output tests nothing"
+            );
         }
     }
 }

@@ -19,12 +19,15 @@ fn test_workload() -> Workload {
 #[test]
 #[ignore = "started as a subprocess by two_processes_match_one"]
 fn cluster_child() {
-    let Ok(spec) = std::env::var(CHILD) else { return };
+    let Ok(spec) = std::env::var(CHILD) else {
+        return;
+    };
     let mut parts = spec.split(';');
     let process: usize = parts.next().unwrap().parse().unwrap();
     let addresses: Vec<String> = parts.next().unwrap().split(',').map(String::from).collect();
     let output_path = parts.next().unwrap().to_string();
-    let sinks: Vec<Captured<(u64, u64), u64, i64>> = programs().iter().map(|_| Captured::new()).collect();
+    let sinks: Vec<Captured<(u64, u64), u64, i64>> =
+        programs().iter().map(|_| Captured::new()).collect();
     let worker_sinks = sinks.clone();
     let config = timely::Config {
         communication: timely::CommunicationConfig::Cluster {
@@ -57,9 +60,19 @@ fn cluster_child() {
 #[test]
 fn two_processes_match_one() {
     let ports: Vec<u16> = (0..2)
-        .map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port())
+        .map(|_| {
+            std::net::TcpListener::bind("127.0.0.1:0")
+                .unwrap()
+                .local_addr()
+                .unwrap()
+                .port()
+        })
         .collect();
-    let addresses = ports.iter().map(|p| format!("127.0.0.1:{p}")).collect::<Vec<_>>().join(",");
+    let addresses = ports
+        .iter()
+        .map(|p| format!("127.0.0.1:{p}"))
+        .collect::<Vec<_>>()
+        .join(",");
     let dir = std::env::temp_dir();
     let outputs: Vec<_> = (0..2)
         .map(|i| dir.join(format!("ripple-cluster-{}-{i}.txt", std::process::id())))
@@ -78,7 +91,13 @@ fn two_processes_match_one() {
     }
     let mut lines = Vec::new();
     for path in &outputs {
-        lines.extend(std::fs::read_to_string(path).unwrap().lines().map(String::from).collect::<Vec<_>>());
+        lines.extend(
+            std::fs::read_to_string(path)
+                .unwrap()
+                .lines()
+                .map(String::from)
+                .collect::<Vec<_>>(),
+        );
         let _ = std::fs::remove_file(path);
     }
     let input = test_workload();
@@ -87,11 +106,24 @@ fn two_processes_match_one() {
             .iter()
             .filter_map(|line| {
                 let f: Vec<&str> = line.split(' ').collect();
-                (f[0] == name).then(|| ((f[1].parse().unwrap(), f[2].parse().unwrap()), f[3].parse().unwrap(), f[4].parse().unwrap()))
+                (f[0] == name).then(|| {
+                    (
+                        (f[1].parse().unwrap(), f[2].parse().unwrap()),
+                        f[3].parse().unwrap(),
+                        f[4].parse().unwrap(),
+                    )
+                })
             })
             .collect();
         let expected = run_ripple(&input, Setup::default(), program);
-        assert_eq!(consolidate_rows(rows), expected, "{name}: two processes differ from one");
-        assert!(!expected.is_empty() || name == "scc", "{name}: empty output tests nothing");
+        assert_eq!(
+            consolidate_rows(rows),
+            expected,
+            "{name}: two processes differ from one"
+        );
+        assert!(
+            !expected.is_empty() || name == "scc",
+            "{name}: empty output tests nothing"
+        );
     }
 }

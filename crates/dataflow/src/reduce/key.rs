@@ -249,3 +249,120 @@ fn consolidate_pairs<V: Ord, R: Semigroup>(pairs: &mut Vec<(V, R)>) {
     pairs.truncate(write);
     pairs.retain(|(_, diff)| !diff.is_zero());
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use ripple_updates::{Antichain, Product};
+    use std::collections::BTreeMap;
+
+    /// The reduction under test: the number of distinct values with positive multiplicity.
+    fn logic(input: &[(&u64, i64)], output: &mut Vec<(u64, i64)>) {
+        let positive = input.iter().filter(|(_, r)| *r > 0).count() as u64;
+        output.push((positive, 1));
+    }
+
+    /// Runs `reduce_key` interval by interval (`uppers`, then the empty frontier) the way the
+    /// operator does, and checks the output at every time of `grid` against `logic` applied to
+    /// the accumulated input.
+    fn check<T: Time>(
+        updates: &[(u64, T, i64)],
+        uppers: &[Antichain<T>],
+        grid: &[T],
+    ) -> Result<(), TestCaseError> {
+        let vals: Vec<u64> = updates.iter().map(|(v, _, _)| *v).collect();
+        let mut output: Vec<(u64, T, i64)> = Vec::new();
+        let mut deferred: Vec<T> = Vec::new();
+        let mut lower = Antichain::from_elem(T::minimum());
+        let mut scratch = KeyScratch::<u64, u64, T, i64, i64>::default();
+        for upper in uppers
+            .iter()
+            .cloned()
+            .chain(std::iter::once(Antichain::new()))
+        {
+            // Updates in [lower, upper) are new; the history is everything before upper.
+            let in_interval = |t: &T| lower.less_equal(t) && !upper.less_equal(t);
+            let mut new_times: Vec<T> = updates
+                .iter()
+                .filter(|(_, t, _)| in_interval(t))
+                .map(|(_, t, _)| t.clone())
+                .collect();
+            new_times.append(&mut deferred);
+            let mut history: Vec<(&u64, T, i64)> = updates
+                .iter()
+                .zip(&vals)
+                .filter(|((_, t, _), _)| !upper.less_equal(t))
+                .map(|((_, t, r), v)| (v, t.clone(), *r))
+                .collect();
+            let mut produced = Vec::new();
+            let mut later = Vec::new();
+            reduce_key(
+                &mut history,
+                &mut output,
+                &new_times,
+                upper.borrow(),
+                &mut scratch,
+                &mut |input, out| logic(input, out),
+                &mut |v, t, r| produced.push((*v, t.clone(), *r)),
+                &mut |t| later.push(t.clone()),
+            );
+            for (_, t, _) in &produced {
+                prop_assert!(
+                    in_interval(t),
+                    "output at {t:?} outside [{lower:?}, {upper:?})"
+                );
+            }
+            deferred = later;
+            lower = upper;
+        }
+        for time in grid {
+            let mut input: BTreeMap<u64, i64> = BTreeMap::new();
+            for (v, t, r) in updates {
+                if t.less_equal(time) {
+                    *input.entry(*v).or_default() += r;
+                }
+            }
+            let accumulated: Vec<(&u64, i64)> = input
+                .iter()
+                .filter(|(_, r)| **r != 0)
+                .map(|(v, r)| (v, *r))
+                .collect();
+            let mut expected = Vec::new();
+            if !accumulated.is_empty() {
+                logic(&accumulated, &mut expected);
+            }
+            let mut actual: BTreeMap<u64, i64> = BTreeMap::new();
+            for (v, t, r) in &output {
+                if t.less_equal(time) {
+                    *actual.entry(*v).or_default() += r;
+                }
+            }
+            actual.retain(|_, r| *r != 0);
+            let expected: BTreeMap<u64, i64> = expected.into_iter().collect();
+            prop_assert_eq!(actual, expected, "at {:?}", time);
+        }
+        Ok(())
+    }
+
+    proptest! {
+        #[test]
+        fn partially_ordered_times(updates in proptest::collection::vec(
+            (0u64..3, (0u64..4, 0u32..4).prop_map(|(o, i)| Product::new(o, i)), prop_oneof![Just(1i64), Just(-1)]),
+            0..24,
+        )) {
+            let uppers: Vec<Antichain<Product<u64, u32>>> = (1..4u64)
+                .flat_map(|o| (1..4u32).map(move |i| Antichain::from_iter([Product::new(o - 1, i), Product::new(o, 0)])))
+                .collect();
+            let grid: Vec<_> = (0..5u64).flat_map(|o| (0..5u32).map(move |i| Product::new(o, i))).collect();
+            check(&updates, &uppers, &grid)?;
+        }
+
+        #[test]
+        fn totally_ordered_times(updates in proptest::collection::vec((0u64..3, 0u64..12, prop_oneof![Just(1i64), Just(-1)]), 0..40)) {
+            let uppers: Vec<Antichain<u64>> = [2u64, 3, 7, 8, 11].iter().map(|u| Antichain::from_elem(*u)).collect();
+            let grid: Vec<u64> = (0..13).collect();
+            check(&updates, &uppers, &grid)?;
+        }
+    }
+}

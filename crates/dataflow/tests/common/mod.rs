@@ -131,12 +131,16 @@ pub fn drive_ripple(
         if feeds {
             while next_edge < workload.edges.len() && workload.edges[next_edge].1 < end {
                 let (edge, time, diff) = workload.edges[next_edge];
-                edges.update_at(edge, time, diff).expect("times are fed in order");
+                edges
+                    .update_at(edge, time, diff)
+                    .expect("times are fed in order");
                 next_edge += 1;
             }
             while next_root < workload.roots.len() && workload.roots[next_root].1 < end {
                 let (root, time, diff) = workload.roots[next_root];
-                roots.update_at(root, time, diff).expect("times are fed in order");
+                roots
+                    .update_at(root, time, diff)
+                    .expect("times are fed in order");
                 next_root += 1;
             }
         }
@@ -183,7 +187,7 @@ pub fn run_dd(workload: &Workload, program: DdProgram) -> Vec<Row> {
     let sink = captured.clone();
     let workload = workload.clone();
     timely::execute_directly(move |worker| {
-        let mut probe = Handle::new();
+        let probe = Handle::new();
         let (mut edges, mut roots) = worker.dataflow::<u64, _, _>(|scope| {
             let (edge_input, edges) = scope.new_collection::<Edge, i64>();
             let (root_input, roots) = scope.new_collection::<u64, i64>();
@@ -192,7 +196,7 @@ pub fn run_dd(workload: &Workload, program: DdProgram) -> Vec<Row> {
                 .inspect(move |(data, time, diff)| {
                     sink.push_row(*data, *time, *diff);
                 })
-                .probe_with(&mut probe);
+                .probe_with(&probe);
             (edge_input, root_input)
         });
         let (mut next_edge, mut next_root) = (0, 0);
@@ -239,15 +243,26 @@ program!(join_chain, |edges, roots| {
         .clone()
         .map(|(a, c)| (c, a))
         .join_map(edges.clone(), |_c, a, d| (*a, *d));
-    let reached = edges.clone().semijoin(roots.clone()).map(|(a, b)| (a + 100, b));
+    let reached = edges
+        .clone()
+        .semijoin(roots.clone())
+        .map(|(a, b)| (a + 100, b));
     let missed = edges.antijoin(roots).map(|(a, b)| (a + 200, b));
     two.concat(three).concat(reached).concat(missed)
 });
 
 program!(reductions, |edges, roots| {
     let _ = roots;
-    let counts = edges.clone().map(|(a, _)| a).count_core::<i64>().map(|(a, c)| (a, c as u64));
-    let distinct = edges.clone().map(|(_, b)| b % 7).distinct_core::<i64>().map(|x| (x + 1000, 0));
+    let counts = edges
+        .clone()
+        .map(|(a, _)| a)
+        .count_core::<i64>()
+        .map(|(a, c)| (a, c as u64));
+    let distinct = edges
+        .clone()
+        .map(|(_, b)| b % 7)
+        .distinct_core::<i64>()
+        .map(|x| (x + 1000, 0));
     let threshold = edges
         .clone()
         .map(|(a, _)| a % 5)
@@ -260,7 +275,11 @@ program!(reductions, |edges, roots| {
     let max = edges
         .reduce(|_, input, output| output.push((*input[input.len() - 1].0, 1i64)))
         .map(|(a, m)| (a + 4000, m));
-    counts.concat(distinct).concat(threshold).concat(min).concat(max)
+    counts
+        .concat(distinct)
+        .concat(threshold)
+        .concat(min)
+        .concat(max)
 });
 
 program!(bfs, |edges, roots| {
@@ -292,7 +311,10 @@ program!(reach, |edges, roots| {
 program!(components, |edges, roots| {
     let _ = roots;
     let undirected = edges.clone().concat(edges.map(|(a, b)| (b, a)));
-    let nodes = undirected.clone().map(|(a, _)| (a, a)).distinct_core::<i64>();
+    let nodes = undirected
+        .clone()
+        .map(|(a, _)| (a, a))
+        .distinct_core::<i64>();
     nodes.clone().iterate(|scope, labels| {
         let undirected = undirected.enter(scope);
         let nodes = nodes.enter(scope);
