@@ -82,12 +82,20 @@ fn two_processes_match_one() {
             Command::new(std::env::current_exe().unwrap())
                 .args(["--ignored", "--exact", "cluster_child", "--test-threads=1"])
                 .env(CHILD, format!("{i};{addresses};{}", outputs[i].display()))
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
                 .spawn()
                 .expect("spawn cluster process")
         })
         .collect();
-    for mut child in children {
-        assert!(child.wait().unwrap().success(), "a cluster process failed");
+    for child in children {
+        let output = child.wait_with_output().unwrap();
+        assert!(
+            output.status.success(),
+            "a cluster process failed:\n{}\n{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
     }
     let mut lines = Vec::new();
     for path in &outputs {
