@@ -13,6 +13,7 @@ use crate::config::RippleConfig;
 use crate::container::{UpdateContainer, SHIP_UPDATES};
 use crate::exchange::exchange_by;
 use crate::hashing::ExchangeData;
+use crate::shared::TraceAgent;
 use columnar::Ref;
 use ripple_batcher::{Chain, MergeBatcher};
 use ripple_trace::{Batch, Builder, Description, TraceHandle};
@@ -33,8 +34,9 @@ pub struct Arranged<'scope, K: Data, V: Data, T: Time, R: Semigroup> {
     /// Each batch as it is sealed, sent under capabilities for its times.
     pub stream: BatchStream<'scope, K, V, T, R>,
     /// A handle on the trace. Its holds keep the trace readable at every time until the handle
-    /// is dropped or advanced; operators built on the arrangement take their own clones.
-    pub trace: TraceHandle<(K, V, T, R)>,
+    /// is dropped or advanced; operators built on the arrangement take their own clones, and
+    /// other dataflows can [`import`](TraceAgent::import) it.
+    pub trace: TraceAgent<K, V, T, R>,
 }
 
 impl<K: Data, V: Data, T: Time, R: Semigroup> Clone for Arranged<'_, K, V, T, R> {
@@ -157,8 +159,9 @@ where
     P: ParallelizationContract<T, UpdateContainer<(K, V), T, R>>,
 {
     let config = RippleConfig::of(collection.scope().worker());
-    let reader = TraceHandle::<(K, V, T, R)>::new(config.spine);
-    let mut writer = reader.clone();
+    let reader = TraceAgent::new(TraceHandle::<(K, V, T, R)>::new(config.spine));
+    let mut writer = reader.handle.clone();
+    let announcer = reader.clone_without_holds();
     // The writer reads nothing: only readers' holds should keep history alive.
     writer.set_logical_compaction(Antichain::new().borrow());
     writer.set_physical_compaction(Antichain::new().borrow());
@@ -190,12 +193,14 @@ where
                         let chain = batcher.seal(frontier);
                         let batch = build_batch(&chain, description);
                         writer.insert(batch.clone());
+                        announcer.announce_batch(&batch);
                         output.session(&retired).give(batch);
                         held.downgrade_to(batcher.frontier());
                     } else {
                         writer.advance_upper(frontier.to_owned());
                     }
                     lower = frontier.to_owned();
+                    announcer.announce_progress(&lower);
                 }
             },
         );

@@ -20,6 +20,7 @@ pub mod input;
 pub mod iterate;
 pub mod join;
 pub mod reduce;
+pub mod shared;
 
 pub use arrange::Arranged;
 pub use capture::Captured;
@@ -29,6 +30,7 @@ pub use container::UpdateContainer;
 pub use hashing::ExchangeData;
 pub use input::{InputError, InputSession};
 pub use iterate::Variable;
+pub use shared::TraceAgent;
 
 /// The README's examples, compiled and run as doctests so the guide stays true.
 #[doc = include_str!("../../../README.md")]

@@ -73,8 +73,8 @@ where
         R1: Multiply<R2>,
     {
         type R3<A, B> = <A as Multiply<B>>::Output;
-        let mut trace1 = self.trace.clone();
-        let mut trace2 = other.trace.clone();
+        let mut trace1 = self.trace.handle.clone();
+        let mut trace2 = other.trace.handle.clone();
         let scope = self.stream.scope();
         let inner = self
             .stream

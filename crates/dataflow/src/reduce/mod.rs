@@ -15,6 +15,7 @@ use crate::arrange::{build_batch, Arranged, HeldCapabilities};
 use crate::collection::Collection;
 use crate::config::RippleConfig;
 use crate::hashing::ExchangeData;
+use crate::shared::TraceAgent;
 use columnar::{Borrow, Columnar, Index, Push, Ref};
 use key::{reduce_key, KeyScratch};
 use ripple_batcher::MergeBatcher;
@@ -50,9 +51,10 @@ where
         R2: Semigroup + Abelian,
     {
         let config = RippleConfig::of(self.stream.scope().worker());
-        let mut input_trace = self.trace.clone();
-        let reader = TraceHandle::<(K, V2, T, R2)>::new(config.spine);
-        let mut output_trace = reader.clone();
+        let mut input_trace = self.trace.handle.clone();
+        let reader = TraceAgent::new(TraceHandle::<(K, V2, T, R2)>::new(config.spine));
+        let mut output_trace = reader.handle.clone();
+        let announcer = reader.clone_without_holds();
 
         let stream = self
             .stream
@@ -208,8 +210,10 @@ where
                             output_trace.advance_upper(upper.clone());
                         } else {
                             output_trace.insert(batch.clone());
+                            announcer.announce_batch(&batch);
                             output.session(&retired).give(batch);
                         }
+                        announcer.announce_progress(&upper);
                         let mut pending = Antichain::new();
                         for times in deferred.values() {
                             for time in times {
