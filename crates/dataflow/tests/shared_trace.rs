@@ -16,9 +16,8 @@ fn run(workers: usize, import_at: Option<u64>) -> Output {
         let mut edges = InputSession::<u64, (u64, u64)>::new();
         let mut keys = InputSession::<u64, (u64, ())>::new();
         let feeds = worker.index() == 0;
-        let mut probe = None;
         let mut agent = None;
-        match import_at {
+        let mut probe = match import_at {
             Some(_) => {
                 let (arranged, p) = worker.dataflow(|scope| {
                     let arranged = edges.to_collection(scope).arrange_by_key();
@@ -26,7 +25,7 @@ fn run(workers: usize, import_at: Option<u64>) -> Output {
                     (arranged.trace, p)
                 });
                 agent = Some(arranged);
-                probe = Some(p);
+                Some(p)
             }
             None => {
                 let p = worker.dataflow(|scope| {
@@ -39,9 +38,9 @@ fn run(workers: usize, import_at: Option<u64>) -> Output {
                     joined.capture_into(&sink);
                     p
                 });
-                probe = Some(p);
+                Some(p)
             }
-        }
+        };
         let mut next = 0;
         for time in 0..=input.max_time {
             if Some(time) == import_at {
