@@ -251,6 +251,19 @@ where
     R: Semigroup,
 {
     /// Indexes the collection by the records themselves (the values are `()`).
+    ///
+    /// ```
+    /// use ripple_dataflow::{Captured, InputSession};
+    /// let captured = Captured::new();
+    /// let sink = captured.clone();
+    /// timely::execute_directly(move |worker| {
+    ///     let mut input = InputSession::<u64, String>::new();
+    ///     worker.dataflow(|scope| input.to_collection(scope).arrange_by_self().as_keys().capture_into(&sink));
+    ///     input.insert("b".to_string());
+    ///     input.insert("a".to_string());
+    /// });
+    /// assert_eq!(captured.consolidated(), vec![("a".to_string(), 0, 1), ("b".to_string(), 0, 1)]);
+    /// ```
     pub fn arrange_by_self(self) -> Arranged<'scope, K, (), T, R> {
         self.map_ref(|key| (K::into_owned(key), ()))
             .arrange_core_by_key("ArrangeBySelf")

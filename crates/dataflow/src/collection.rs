@@ -92,6 +92,18 @@ impl<'scope, T: Time, D: Data, R: Semigroup> Collection<'scope, T, D, R> {
     }
 
     /// Applies `logic` to each record, borrowed from its column: no owned copy is made.
+    ///
+    /// ```
+    /// use ripple_dataflow::{Captured, InputSession};
+    /// let captured = Captured::new();
+    /// let sink = captured.clone();
+    /// timely::execute_directly(move |worker| {
+    ///     let mut input = InputSession::<u64, String>::new();
+    ///     worker.dataflow(|scope| input.to_collection(scope).map_ref(|text: &[u8]| text.len() as u64).capture_into(&sink));
+    ///     input.insert("four".to_string());
+    /// });
+    /// assert_eq!(captured.consolidated(), vec![(4, 0, 1)]);
+    /// ```
     pub fn map_ref<D2: Data>(
         self,
         mut logic: impl FnMut(Ref<'_, D>) -> D2 + 'static,
@@ -198,6 +210,23 @@ impl<'scope, T: Time, D: Data, R: Semigroup> Collection<'scope, T, D, R> {
     }
 
     /// The sum of two collections.
+    ///
+    /// ```
+    /// use ripple_dataflow::{Captured, InputSession};
+    /// let captured = Captured::new();
+    /// let sink = captured.clone();
+    /// timely::execute_directly(move |worker| {
+    ///     let mut a = InputSession::<u64, u64>::new();
+    ///     let mut b = InputSession::<u64, u64>::new();
+    ///     worker.dataflow(|scope| {
+    ///         let (a, b) = (a.to_collection(scope), b.to_collection(scope));
+    ///         a.clone().concatenate([b, a]).capture_into(&sink)
+    ///     });
+    ///     a.insert(1);
+    ///     b.insert(2);
+    /// });
+    /// assert_eq!(captured.consolidated(), vec![(1, 0, 2), (2, 0, 1)]);
+    /// ```
     pub fn concat(self, other: Self) -> Self {
         Self {
             inner: self.inner.concat(other.inner),
@@ -210,6 +239,20 @@ impl<'scope, T: Time, D: Data, R: Semigroup> Collection<'scope, T, D, R> {
     }
 
     /// Calls `logic` with each update as it passes, owned, and passes the update on.
+    ///
+    /// ```
+    /// use ripple_dataflow::{Captured, InputSession};
+    /// let captured = Captured::new();
+    /// let sink = captured.clone();
+    /// timely::execute_directly(move |worker| {
+    ///     let mut input = InputSession::<u64, u64>::new();
+    ///     worker.dataflow(|scope| {
+    ///         input.to_collection(scope).inspect(|(x, t, r)| println!("{x} at {t}: {r:+}")).capture_into(&sink)
+    ///     });
+    ///     input.insert(9);
+    /// });
+    /// assert_eq!(captured.consolidated(), vec![(9, 0, 1)]);
+    /// ```
     pub fn inspect(self, mut logic: impl FnMut(&(D, T, R)) + 'static) -> Self {
         self.rewrite("Inspect", move |container, ship| {
             for row in container.to_rows() {
@@ -220,6 +263,26 @@ impl<'scope, T: Time, D: Data, R: Semigroup> Collection<'scope, T, D, R> {
     }
 
     /// A handle that reports which times may still change in this collection.
+    ///
+    /// ```
+    /// use ripple_dataflow::{Captured, InputSession};
+    /// let captured = Captured::new();
+    /// let sink = captured.clone();
+    /// timely::execute_directly(move |worker| {
+    ///     let mut input = InputSession::<u64, u64>::new();
+    ///     let probe = worker.dataflow(|scope| {
+    ///         let (probe, data) = input.to_collection(scope).consolidate().probe();
+    ///         data.capture_into(&sink);
+    ///         probe
+    ///     });
+    ///     input.insert(3);
+    ///     input.advance_to(1).unwrap();
+    ///     // Run until time 0 is complete: its output is final.
+    ///     worker.step_while(|| probe.less_than(&1));
+    ///     assert_eq!(sink.consolidated(), vec![(3, 0, 1)]);
+    /// });
+    /// assert_eq!(captured.consolidated(), vec![(3, 0, 1)]);
+    /// ```
     pub fn probe(self) -> (ProbeHandle<T>, Self) {
         let (handle, inner) = self.inner.probe();
         (handle, Self { inner })
@@ -234,6 +297,22 @@ impl<'scope, T: Time, D: Data, R: Semigroup> Collection<'scope, T, D, R> {
 
     /// Brings the collection into a nested scope; each time `t` becomes `t`'s inner counterpart
     /// (for `Product<T, u32>`, `(t, 0)`).
+    ///
+    /// ```
+    /// use ripple_dataflow::{Captured, InputSession};
+    /// let captured = Captured::new();
+    /// let sink = captured.clone();
+    /// timely::execute_directly(move |worker| {
+    ///     let mut input = InputSession::<u64, u64>::new();
+    ///     worker.dataflow(|scope| {
+    ///         let data = input.to_collection(scope);
+    ///         // A region with the same times; `iterate` uses a nested scope with `Product` times.
+    ///         scope.region(|inner| data.enter(inner).map(|x| x + 1).leave(scope)).capture_into(&sink)
+    ///     });
+    ///     input.insert(1);
+    /// });
+    /// assert_eq!(captured.consolidated(), vec![(2, 0, 1)]);
+    /// ```
     pub fn enter<'inner, T2: Time + Refines<T>>(
         self,
         child: Scope<'inner, T2>,

@@ -61,6 +61,25 @@ where
 {
     /// Joins two arrangements, producing `logic(key, v1, v2)` for each matching pair, at the
     /// join of their times, with the product of their diffs.
+    ///
+    /// ```
+    /// use ripple_dataflow::{Captured, InputSession};
+    /// let captured = Captured::new();
+    /// let sink = captured.clone();
+    /// timely::execute_directly(move |worker| {
+    ///     let mut left = InputSession::<u64, (u64, u64)>::new();
+    ///     let mut right = InputSession::<u64, (u64, u64)>::new();
+    ///     worker.dataflow(|scope| {
+    ///         let left = left.to_collection(scope).arrange_by_key();
+    ///         let right = right.to_collection(scope).arrange_by_key();
+    ///         // Arrangements can be shared: `left` here could feed other joins too.
+    ///         left.join_core(right, |key, a, b| (*key, a + b)).capture_into(&sink)
+    ///     });
+    ///     left.insert((1, 10));
+    ///     right.update_at((1, 5), 3, 1).unwrap();
+    /// });
+    /// assert_eq!(captured.consolidated(), vec![((1, 15), 3, 1)]);
+    /// ```
     pub fn join_core<V2, R2, D>(
         self,
         other: Arranged<'scope, K, V2, T, R2>,
@@ -252,6 +271,24 @@ where
     }
 
     /// Matches records with equal keys and produces `logic(key, v1, v2)` for each pair.
+    ///
+    /// ```
+    /// use ripple_dataflow::{Captured, InputSession};
+    /// let captured = Captured::new();
+    /// let sink = captured.clone();
+    /// timely::execute_directly(move |worker| {
+    ///     let mut left = InputSession::<u64, (u64, u64)>::new();
+    ///     let mut right = InputSession::<u64, (u64, u64)>::new();
+    ///     worker.dataflow(|scope| {
+    ///         let right = right.to_collection(scope);
+    ///         left.to_collection(scope).join_map(right, |_key, a, b| a * b).capture_into(&sink)
+    ///     });
+    ///     left.insert((1, 3));
+    ///     right.insert((1, 4));
+    ///     right.insert((2, 5));
+    /// });
+    /// assert_eq!(captured.consolidated(), vec![(12, 0, 1)]);
+    /// ```
     pub fn join_map<V2: Data, R2: Semigroup, D: Data>(
         self,
         other: Collection<'scope, T, (K, V2), R2>,

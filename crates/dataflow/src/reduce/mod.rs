@@ -41,6 +41,28 @@ where
     /// `(value, multiplicity)` pairs (sorted by value, none zero, never empty), and `logic`
     /// pushes the key's output `(value, multiplicity)` pairs into `output`. Returns the output
     /// arranged by key.
+    ///
+    /// ```
+    /// use ripple_dataflow::{Captured, InputSession};
+    /// let captured = Captured::new();
+    /// let sink = captured.clone();
+    /// timely::execute_directly(move |worker| {
+    ///     let mut input = InputSession::<u64, (u64, u64)>::new();
+    ///     worker.dataflow(|scope| {
+    ///         input
+    ///             .to_collection(scope)
+    ///             .arrange_by_key()
+    ///             // The number of distinct values per key.
+    ///             .reduce_core("Distinct values", |_key, input, output| output.push((input.len() as u64, 1i64)))
+    ///             .as_collection()
+    ///             .capture_into(&sink)
+    ///     });
+    ///     input.insert((1, 10));
+    ///     input.insert((1, 10));
+    ///     input.insert((1, 11));
+    /// });
+    /// assert_eq!(captured.consolidated(), vec![((1, 2), 0, 1)]);
+    /// ```
     pub fn reduce_core<V2, R2>(
         self,
         name: &str,
@@ -311,6 +333,19 @@ where
     }
 
     /// The greatest value of each key (among values with positive multiplicity).
+    ///
+    /// ```
+    /// use ripple_dataflow::{Captured, InputSession};
+    /// let captured = Captured::new();
+    /// let sink = captured.clone();
+    /// timely::execute_directly(move |worker| {
+    ///     let mut input = InputSession::<u64, (u64, u64)>::new();
+    ///     worker.dataflow(|scope| input.to_collection(scope).max().capture_into(&sink));
+    ///     input.insert((1, 7));
+    ///     input.insert((1, 3));
+    /// });
+    /// assert_eq!(captured.consolidated(), vec![((1, 7), 0, 1)]);
+    /// ```
     pub fn max(self) -> Collection<'scope, T, (K, V), i64>
     where
         R: Ord + From<i8>,
@@ -363,6 +398,21 @@ where
     }
 
     /// Each record with multiplicity `logic(record, multiplicity)`, dropped where that is 0.
+    ///
+    /// ```
+    /// use ripple_dataflow::{Captured, InputSession};
+    /// let captured = Captured::new();
+    /// let sink = captured.clone();
+    /// timely::execute_directly(move |worker| {
+    ///     let mut input = InputSession::<u64, u64>::new();
+    ///     worker.dataflow(|scope| {
+    ///         // Records that occur at least twice, once each.
+    ///         input.to_collection(scope).threshold(|_, count| if *count >= 2 { 1i64 } else { 0 }).capture_into(&sink)
+    ///     });
+    ///     for x in [1, 1, 2] { input.insert(x); }
+    /// });
+    /// assert_eq!(captured.consolidated(), vec![(1, 0, 1)]);
+    /// ```
     pub fn threshold<R2: Semigroup + Abelian>(
         self,
         mut logic: impl FnMut(Ref<'_, K>, &R) -> R2 + 'static,
