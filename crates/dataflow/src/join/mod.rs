@@ -24,7 +24,7 @@ use ripple_updates::{
 };
 use std::collections::VecDeque;
 use timely::dataflow::channels::pact::Pipeline;
-use timely::dataflow::operators::generic::Operator;
+use timely::dataflow::operators::generic::{Operator, OutputBuilderSession};
 use timely::dataflow::operators::CapabilitySet;
 use work::JoinWork;
 
@@ -50,6 +50,49 @@ fn snapshot_through<K: Data, V: Data, T: Time, R: Semigroup>(
         .cloned()
         .collect::<Vec<_>>();
     TraceSnapshot::new(batches)
+}
+
+/// Works through `queue` while `fuel` lasts, sending what `produce` makes of each joined pair
+/// under the capabilities of the batch it came from; finished work leaves the queue.
+fn drain_queue<K, VB, VT, T, RB, RT, D, R3>(
+    queue: &mut Queue<K, VB, VT, T, RB, RT>,
+    fuel: &mut usize,
+    scratch: &mut LookupScratch,
+    output: &mut OutputBuilderSession<'_, T, Output<D, T, R3>>,
+    mut produce: impl FnMut(Ref<'_, K>, Ref<'_, VB>, Ref<'_, VT>, T, &RB, &RT) -> (D, T, R3),
+) where
+    K: Data,
+    VB: Data,
+    VT: Data,
+    T: Time,
+    RB: Semigroup,
+    RT: Semigroup,
+    D: Data,
+    R3: Semigroup,
+{
+    let mut container = UpdateContainer::<D, T, R3>::default();
+    while *fuel > 0 {
+        let Some((capabilities, work)) = queue.front_mut() else {
+            break;
+        };
+        let mut session = output.session(&*capabilities);
+        let finished = work.work(fuel, scratch, &mut |key, vb, vt, time, rb, rt| {
+            let (data, time, diff) = produce(key, vb, vt, time, rb, rt);
+            container.push(&data, &time, &diff);
+            if container.len() >= SHIP_UPDATES {
+                session.give_container(&mut container);
+                container.clear();
+            }
+        });
+        if !container.is_empty() {
+            session.give_container(&mut container);
+            container.clear();
+        }
+        drop(session);
+        if finished {
+            queue.pop_front();
+        }
+    }
 }
 
 impl<'scope, K, V1, T, R1> Arranged<'scope, K, V1, T, R1>
@@ -143,57 +186,20 @@ where
                         });
 
                         let mut fuel = FUEL_PER_ACTIVATION;
-                        let mut container = UpdateContainer::<D, T, R3<R1, R2>>::default();
-                        while fuel > 0 {
-                            let Some((capabilities, work)) = todo1.front_mut() else {
-                                break;
-                            };
-                            let mut session = output.session(&*capabilities);
-                            let finished = work.work(
-                                &mut fuel,
-                                &mut scratch,
-                                &mut |key, v1, v2, time, r1, r2| {
-                                    container.push(&logic(key, v1, v2), &time, &r1.multiply(r2));
-                                    if container.len() >= SHIP_UPDATES {
-                                        session.give_container(&mut container);
-                                        container.clear();
-                                    }
-                                },
-                            );
-                            if !container.is_empty() {
-                                session.give_container(&mut container);
-                                container.clear();
-                            }
-                            drop(session);
-                            if finished {
-                                todo1.pop_front();
-                            }
-                        }
-                        while fuel > 0 {
-                            let Some((capabilities, work)) = todo2.front_mut() else {
-                                break;
-                            };
-                            let mut session = output.session(&*capabilities);
-                            let finished = work.work(
-                                &mut fuel,
-                                &mut scratch,
-                                &mut |key, v2, v1, time, r2, r1| {
-                                    container.push(&logic(key, v1, v2), &time, &r1.multiply(r2));
-                                    if container.len() >= SHIP_UPDATES {
-                                        session.give_container(&mut container);
-                                        container.clear();
-                                    }
-                                },
-                            );
-                            if !container.is_empty() {
-                                session.give_container(&mut container);
-                                container.clear();
-                            }
-                            drop(session);
-                            if finished {
-                                todo2.pop_front();
-                            }
-                        }
+                        drain_queue(
+                            &mut todo1,
+                            &mut fuel,
+                            &mut scratch,
+                            output,
+                            |key, v1, v2, time, r1, r2| (logic(key, v1, v2), time, r1.multiply(r2)),
+                        );
+                        drain_queue(
+                            &mut todo2,
+                            &mut fuel,
+                            &mut scratch,
+                            output,
+                            |key, v2, v1, time, r2, r1| (logic(key, v1, v2), time, r1.multiply(r2)),
+                        );
                         if !todo1.is_empty() || !todo2.is_empty() {
                             activator.activate();
                         }
