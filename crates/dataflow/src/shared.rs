@@ -36,6 +36,10 @@ type Listeners<K, V, T, R> = Rc<RefCell<Vec<Weak<RefCell<ImportQueue<K, V, T, R>
 
 /// A handle on an arrangement's trace that can outlive its dataflow's construction and be
 /// imported into other dataflows of the same worker.
+///
+/// Like every handle, a kept agent holds the trace's compaction at its own frontiers (the
+/// minimal time at first): advance them with `handle.set_logical_compaction` and
+/// `handle.set_physical_compaction`, or drop the agent, so the trace can merge and forget.
 pub struct TraceAgent<K: Data, V: Data, T: Time, R: Semigroup> {
     /// The trace handle: snapshots, and this agent's compaction holds.
     pub handle: TraceHandle<(K, V, T, R)>,
