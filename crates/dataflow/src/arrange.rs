@@ -236,10 +236,15 @@ where
     /// assert_eq!(captured.consolidated(), vec![((1, "a".to_string()), 0, 2), ((2, "b".to_string()), 0, 1)]);
     /// ```
     pub fn arrange_by_key(self) -> Arranged<'scope, K, V, T, R> {
+        self.arrange_core_by_key("ArrangeByKey")
+    }
+
+    /// Arranges by key under an operator name of the caller's choosing.
+    fn arrange_core_by_key(self, name: &str) -> Arranged<'scope, K, V, T, R> {
         arrange_core(
             self,
             exchange_by(|(key, _val): Ref<'_, (K, V)>| K::hash_ref(key)),
-            "ArrangeByKey",
+            name,
         )
     }
 }
@@ -321,22 +326,6 @@ where
             },
         );
         Collection { inner }
-    }
-}
-
-impl<'scope, K, V, T, R> Collection<'scope, T, (K, V), R>
-where
-    K: ExchangeData,
-    V: Data,
-    T: Time,
-    R: Semigroup,
-{
-    fn arrange_core_by_key(self, name: &str) -> Arranged<'scope, K, V, T, R> {
-        arrange_core(
-            self,
-            exchange_by(|(key, _val): Ref<'_, (K, V)>| K::hash_ref(key)),
-            name,
-        )
     }
 }
 

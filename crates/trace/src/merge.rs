@@ -11,7 +11,7 @@ use crate::builder::Builder;
 use crate::cursor::BatchCursor;
 use crate::description::Description;
 use columnar::{Columnar, Ref};
-use ripple_updates::{AntichainRef, Lattice, Semigroup, Update};
+use ripple_updates::{AntichainRef, Lattice, Update};
 use std::cmp::Ordering;
 
 /// A merge of an older and a newer batch, in progress.
@@ -146,7 +146,7 @@ fn merge_key<'a, U: Update>(
         // One input's history is already sorted and consolidated; only advancing times or
         // interleaving two histories can unsort it or make times collide.
         if advanced || (from_a && from_b) {
-            consolidate_history(scratch);
+            ripple_updates::consolidate::consolidate_pairs(scratch);
         }
         for (time, diff) in scratch.iter() {
             builder.push(key, val, time, diff);
@@ -176,21 +176,4 @@ fn gather<U: Update>(
         scratch.push((time, U::Diff::into_owned(diff)));
     });
     cursor.step_val();
-}
-
-/// Sorts `(time, diff)` pairs by time, sums the diffs of equal times and drops zero sums.
-pub(crate) fn consolidate_history<T: Ord, R: Semigroup>(history: &mut Vec<(T, R)>) {
-    history.sort_by(|x, y| x.0.cmp(&y.0));
-    let mut kept = 0;
-    for index in 0..history.len() {
-        if kept > 0 && history[kept - 1].0 == history[index].0 {
-            let diff = history[index].1.clone();
-            history[kept - 1].1.plus_equals(&diff);
-        } else {
-            history.swap(kept, index);
-            kept += 1;
-        }
-    }
-    history.truncate(kept);
-    history.retain(|(_, diff)| !diff.is_zero());
 }

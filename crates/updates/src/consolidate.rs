@@ -111,6 +111,24 @@ pub fn consolidate<U: Update>(updates: &mut Updates<U>) {
     }
 }
 
+/// Sorts `(item, diff)` pairs by item, adds the diffs of equal items and drops zero sums: the
+/// normal form of one key's history (items are times) or accumulation (items are values).
+pub fn consolidate_pairs<I: Ord, R: Semigroup>(pairs: &mut Vec<(I, R)>) {
+    pairs.sort_by(|a, b| a.0.cmp(&b.0));
+    let mut kept = 0;
+    for index in 0..pairs.len() {
+        if kept > 0 && pairs[kept - 1].0 == pairs[index].0 {
+            let diff = pairs[index].1.clone();
+            pairs[kept - 1].1.plus_equals(&diff);
+        } else {
+            pairs.swap(kept, index);
+            kept += 1;
+        }
+    }
+    pairs.truncate(kept);
+    pairs.retain(|(_, diff)| !diff.is_zero());
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

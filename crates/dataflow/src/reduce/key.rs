@@ -13,6 +13,7 @@
 //! each examined time from scratch.
 
 use columnar::Ref;
+use ripple_updates::consolidate::consolidate_pairs;
 use ripple_updates::{Abelian, AntichainRef, Data, Semigroup, Time};
 
 /// Reusable buffers for [`reduce_key`].
@@ -231,23 +232,6 @@ fn close_under_join<A, B, T: Time, R, R2>(
     }
     times.clear();
     times.extend(known);
-}
-
-/// Sorts `(value, diff)` pairs by value, adds the diffs of equal values and drops zeros.
-fn consolidate_pairs<V: Ord, R: Semigroup>(pairs: &mut Vec<(V, R)>) {
-    pairs.sort_by(|a, b| a.0.cmp(&b.0));
-    let mut write = 0;
-    for read in 0..pairs.len() {
-        if write > 0 && pairs[write - 1].0 == pairs[read].0 {
-            let diff = pairs[read].1.clone();
-            pairs[write - 1].1.plus_equals(&diff);
-        } else {
-            pairs.swap(write, read);
-            write += 1;
-        }
-    }
-    pairs.truncate(write);
-    pairs.retain(|(_, diff)| !diff.is_zero());
 }
 
 #[cfg(test)]
