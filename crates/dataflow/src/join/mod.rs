@@ -52,6 +52,54 @@ fn snapshot_through<K: Data, V: Data, T: Time, R: Semigroup>(
     TraceSnapshot::new(batches)
 }
 
+/// Queues each received batch of one side against the other side's trace as acknowledged so
+/// far, then counts the batch as acknowledged for this side.
+fn enqueue<K, VB, VT, T, RB, RT>(
+    batches: &mut Vec<Batch<(K, VB, T, RB)>>,
+    capabilities: CapabilitySet<T>,
+    other: &TraceHandle<(K, VT, T, RT)>,
+    other_acknowledged: &Antichain<T>,
+    acknowledged: &mut Antichain<T>,
+    queue: &mut Queue<K, VB, VT, T, RB, RT>,
+) where
+    K: Data,
+    VB: Data,
+    VT: Data,
+    T: Time,
+    RB: Semigroup,
+    RT: Semigroup,
+{
+    // The other side's acknowledged frontier does not move while this side's message is read,
+    // so one snapshot serves every batch of the message.
+    let through = snapshot_through(other, other_acknowledged.borrow());
+    for batch in batches.drain(..) {
+        acknowledged.clone_from(&batch.description().upper);
+        if !batch.is_empty() && !through.is_empty() {
+            queue.push_back((capabilities.clone(), JoinWork::new(batch, through.clone())));
+        }
+    }
+}
+
+/// Future batches of this side are at or beyond `frontier`: the other side's trace may forget
+/// distinctions before it, and merge its batches through what this operator has acknowledged.
+/// Once this side is complete the other trace is released entirely (`done`).
+fn hold_other_trace<K: Data, V: Data, T: Time, R: Semigroup>(
+    other: &mut TraceHandle<(K, V, T, R)>,
+    frontier: AntichainRef<'_, T>,
+    other_acknowledged: &Antichain<T>,
+    done: &mut bool,
+) {
+    if *done {
+        return;
+    }
+    other.set_logical_compaction(frontier);
+    other.set_physical_compaction(other_acknowledged.borrow());
+    if frontier.is_empty() {
+        other.set_physical_compaction(Antichain::new().borrow());
+        *done = true;
+    }
+}
+
 /// Works through `queue` while `fuel` lasts, sending what `produce` makes of each joined pair
 /// under the capabilities of the batch it came from; finished work leaves the queue.
 fn drain_queue<K, VB, VT, T, RB, RT, D, R3>(
@@ -158,31 +206,25 @@ where
                     move |(input1, frontier1), (input2, frontier2), output| {
                         // Batches of side 1 meet side 2 as acknowledged before them, and then count as
                         // acknowledged for the batches of side 2 that follow.
-                        input1.for_each(|capability, batches: &mut Vec<Batch<(K, V1, T, R1)>>| {
-                            let capabilities = capability.retain_stamp(0);
-                            for batch in batches.drain(..) {
-                                let through = snapshot_through(&trace2, acknowledged2.borrow());
-                                acknowledged1.clone_from(&batch.description().upper);
-                                if !batch.is_empty() && !through.is_empty() {
-                                    todo1.push_back((
-                                        capabilities.clone(),
-                                        JoinWork::new(batch, through),
-                                    ));
-                                }
-                            }
+                        input1.for_each(|capability, batches| {
+                            enqueue(
+                                batches,
+                                capability.retain_stamp(0),
+                                &trace2,
+                                &acknowledged2,
+                                &mut acknowledged1,
+                                &mut todo1,
+                            );
                         });
-                        input2.for_each(|capability, batches: &mut Vec<Batch<(K, V2, T, R2)>>| {
-                            let capabilities = capability.retain_stamp(0);
-                            for batch in batches.drain(..) {
-                                let through = snapshot_through(&trace1, acknowledged1.borrow());
-                                acknowledged2.clone_from(&batch.description().upper);
-                                if !batch.is_empty() && !through.is_empty() {
-                                    todo2.push_back((
-                                        capabilities.clone(),
-                                        JoinWork::new(batch, through),
-                                    ));
-                                }
-                            }
+                        input2.for_each(|capability, batches| {
+                            enqueue(
+                                batches,
+                                capability.retain_stamp(0),
+                                &trace1,
+                                &acknowledged1,
+                                &mut acknowledged2,
+                                &mut todo2,
+                            );
                         });
 
                         let mut fuel = FUEL_PER_ACTIVATION;
@@ -204,25 +246,19 @@ where
                             activator.activate();
                         }
 
-                        // Future batches of side 1 are at or beyond frontier 1: side 2's trace may
-                        // forget distinctions before it, and merge batches through what this
-                        // operator has acknowledged.
-                        if !done2 {
-                            trace2.set_logical_compaction(frontier1.frontier());
-                            trace2.set_physical_compaction(acknowledged2.borrow());
-                            if frontier1.is_empty() {
-                                trace2.set_physical_compaction(Antichain::new().borrow());
-                                done2 = true;
-                            }
-                        }
-                        if !done1 {
-                            trace1.set_logical_compaction(frontier2.frontier());
-                            trace1.set_physical_compaction(acknowledged1.borrow());
-                            if frontier2.is_empty() {
-                                trace1.set_physical_compaction(Antichain::new().borrow());
-                                done1 = true;
-                            }
-                        }
+                        // Each side's frontier bounds what the other side's trace must keep.
+                        hold_other_trace(
+                            &mut trace2,
+                            frontier1.frontier(),
+                            &acknowledged2,
+                            &mut done2,
+                        );
+                        hold_other_trace(
+                            &mut trace1,
+                            frontier2.frontier(),
+                            &acknowledged1,
+                            &mut done1,
+                        );
                     }
                 },
             );
