@@ -6,5 +6,7 @@
 
 pub mod alloc;
 pub mod batcher_inputs;
+pub mod bfs_dd;
 pub mod report;
+pub mod svg;
 pub mod trace_inputs;

@@ -1,0 +1,340 @@
+//! The bfs experiment: ripple and differential-dataflow 0.26 side by side.
+//!
+//! For each graph, worker count and batch size, both engines run bfs from root 0 over the same
+//! generated change stream (`ripple bfs --nodes N --edges M --updates U --batch B`): the graph
+//! is loaded at time 0, then each update (one inserted and one removed edge) happens at its
+//! own time, and `B` times are fed per step. Runs alternate between the engines. Reported per
+//! run: load time, total time, updates/s, per-step latency p50/p99/max, peak heap (a counting
+//! allocator, reset before each run) and the output checksum, which must match.
+//!
+//! Writes `bfs.md` (tables) and one latency CDF plot per graph (`bfs-latency-*.svg`) into
+//! `--out`.
+
+use clap::Parser;
+use ripple_bench::alloc::{self, CountingAlloc};
+use ripple_bench::bfs_dd::run_dd;
+use ripple_bench::report::{bytes, markdown_table};
+use ripple_bench::svg::{cdf_plot, Curve, PALETTE};
+use ripple_cli::computation::Computation;
+use ripple_cli::generator::GraphSpec;
+use ripple_cli::run::{run, Cluster, RunOptions};
+use ripple_cli::source::Source;
+use ripple_cli::stats::{human_duration, quantile, RunReport};
+use ripple_dataflow::RippleConfig;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Instant;
+
+#[global_allocator]
+static ALLOC: CountingAlloc = CountingAlloc;
+
+/// bfs on ripple and on differential-dataflow, with ratios.
+#[derive(Parser, Debug)]
+#[command(version, about)]
+struct Args {
+    /// Graphs as NODES/EDGES.
+    #[arg(long, value_delimiter = ',', default_values_t = ["1000/2000".to_string(), "1000000/10000000".to_string()])]
+    graphs: Vec<String>,
+    /// Updates after the initial graph, each at its own time.
+    #[arg(long, default_value_t = 1_000_000)]
+    updates: u64,
+    /// Distinct times per step.
+    #[arg(long, value_delimiter = ',', default_values_t = [1u64, 10, 100, 1_000, 10_000, 100_000, 1_000_000])]
+    batches: Vec<u64>,
+    /// Worker counts (threads of one process).
+    #[arg(long, value_delimiter = ',', default_values_t = [1usize, 2])]
+    workers: Vec<usize>,
+    /// Generator seed.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// A smoke run for CI: graphs 1000/2000 and 10000/20000, 2000 updates, batches 1, 10,
+    /// 100, 1000 (overrides --graphs, --updates and --batches).
+    #[arg(long)]
+    quick: bool,
+    /// Folder for bfs.md and the latency plots.
+    #[arg(long, default_value = "results")]
+    out: PathBuf,
+}
+
+struct Measured {
+    graph: String,
+    workers: usize,
+    batch: u64,
+    ripple: RunReport,
+    ripple_heap: usize,
+    dd: RunReport,
+    dd_heap: usize,
+}
+
+fn parse_graph(text: &str) -> Result<(u32, u64), String> {
+    let (nodes, edges) = text
+        .split_once('/')
+        .ok_or_else(|| format!("graph `{text}`: expected NODES/EDGES"))?;
+    let nodes = nodes
+        .parse()
+        .map_err(|_| format!("graph `{text}`: bad node count"))?;
+    let edges = edges
+        .parse()
+        .map_err(|_| format!("graph `{text}`: bad edge count"))?;
+    Ok((nodes, edges))
+}
+
+fn short(count: u64) -> String {
+    match count {
+        c if c >= 1_000_000 && c % 1_000_000 == 0 => format!("{}m", c / 1_000_000),
+        c if c >= 1_000 && c % 1_000 == 0 => format!("{}k", c / 1_000),
+        c => c.to_string(),
+    }
+}
+
+/// Runs `body`, returning its result and the peak heap it added.
+fn measured<T>(body: impl FnOnce() -> T) -> (T, usize) {
+    let before = alloc::live_bytes();
+    alloc::reset_peak();
+    let result = body();
+    (result, alloc::peak_bytes().saturating_sub(before))
+}
+
+fn main() -> ExitCode {
+    let mut args = Args::parse();
+    if args.quick {
+        args.graphs = vec!["1000/2000".into(), "10000/20000".into()];
+        args.updates = 2_000;
+        args.batches = vec![1, 10, 100, 1_000];
+    }
+    let graphs: Vec<(u32, u64)> = match args.graphs.iter().map(|g| parse_graph(g)).collect() {
+        Ok(graphs) => graphs,
+        Err(error) => {
+            eprintln!("bfs-bench: {error}");
+            return ExitCode::from(2);
+        }
+    };
+    let mut results: Vec<Measured> = Vec::new();
+    let mut mismatches = Vec::new();
+    let began = Instant::now();
+    let configurations = graphs.len() * args.workers.len() * args.batches.len();
+    for &(nodes, edges) in &graphs {
+        let spec = GraphSpec {
+            nodes,
+            edges,
+            updates: args.updates,
+            seed: args.seed,
+        };
+        if let Err(error) = spec.validate() {
+            eprintln!("bfs-bench: {error}");
+            return ExitCode::from(2);
+        }
+        let source = Arc::new(Source::Generated(spec));
+        let graph = format!("{}/{}", short(u64::from(nodes)), short(edges));
+        for &workers in &args.workers {
+            for &batch in &args.batches {
+                let options = RunOptions {
+                    computation: Computation::Bfs,
+                    roots: vec![0],
+                    batch,
+                    cluster: Cluster::local(workers),
+                    progress: false,
+                    config: RippleConfig::default(),
+                };
+                let ripple_run = || {
+                    measured(|| {
+                        run(Arc::clone(&source), &options, None)
+                            .expect("ripple runs")
+                            .expect("one process hosts worker 0")
+                    })
+                };
+                let dd_run = || measured(|| run_dd(Arc::clone(&source), &options));
+                // Alternate which engine goes first, so neither always meets a warm or a
+                // fragmented heap.
+                let ((ripple, ripple_heap), (dd, dd_heap)) = if results.len() % 2 == 0 {
+                    let r = ripple_run();
+                    (r, dd_run())
+                } else {
+                    let d = dd_run();
+                    (ripple_run(), d)
+                };
+                eprintln!(
+                    "[{:>3}/{configurations} {:>7.1}s] {graph} w{workers} b{batch}: ripple {:.0}/s, dd {:.0}/s ({:.2}x), heap {} vs {}",
+                    results.len() + 1,
+                    began.elapsed().as_secs_f64(),
+                    ripple.updates_per_second(),
+                    dd.updates_per_second(),
+                    ripple.updates_per_second() / dd.updates_per_second().max(1e-9),
+                    bytes(ripple_heap),
+                    bytes(dd_heap),
+                );
+                if ripple.checksum != dd.checksum || ripple.rows != dd.rows {
+                    mismatches.push(format!(
+                        "{graph} w{workers} b{batch}: ripple {:016x} ({} rows) vs dd {:016x} ({} rows)",
+                        ripple.checksum.0, ripple.rows, dd.checksum.0, dd.rows
+                    ));
+                }
+                results.push(Measured {
+                    graph: graph.clone(),
+                    workers,
+                    batch,
+                    ripple,
+                    ripple_heap,
+                    dd,
+                    dd_heap,
+                });
+            }
+        }
+    }
+    if let Err(error) = write_report(&args, &results, &mismatches) {
+        eprintln!("bfs-bench: {error}");
+        return ExitCode::from(1);
+    }
+    if mismatches.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        for mismatch in &mismatches {
+            eprintln!("bfs-bench: OUTPUT MISMATCH {mismatch}");
+        }
+        ExitCode::from(1)
+    }
+}
+
+fn engine_row(m: &Measured, engine: &str, report: &RunReport, heap: usize) -> Vec<String> {
+    vec![
+        m.graph.clone(),
+        m.workers.to_string(),
+        m.batch.to_string(),
+        engine.to_string(),
+        human_duration(report.load),
+        human_duration(report.total),
+        format!("{:.0}", report.updates_per_second()),
+        human_duration(quantile(&report.latencies, 0.5)),
+        human_duration(quantile(&report.latencies, 0.99)),
+        human_duration(quantile(&report.latencies, 1.0)),
+        bytes(heap),
+        format!("`{:016x}`", report.checksum.0),
+    ]
+}
+
+fn write_report(args: &Args, results: &[Measured], mismatches: &[String]) -> Result<(), String> {
+    std::fs::create_dir_all(&args.out)
+        .map_err(|e| format!("cannot create {}: {e}", args.out.display()))?;
+    let mut text = String::new();
+    text.push_str("# bfs: ripple beside differential-dataflow 0.26\n\n");
+    text.push_str(&format!(
+        "Reproduce: `cargo run --release -p ripple-bench --bin bfs-bench -- --graphs {} --updates {} --batches {} --workers {} --seed {}`.\n\n",
+        args.graphs.join(","),
+        args.updates,
+        args.batches.iter().map(u64::to_string).collect::<Vec<_>>().join(","),
+        args.workers.iter().map(usize::to_string).collect::<Vec<_>>().join(","),
+        args.seed,
+    ));
+    text.push_str(
+        "bfs from root 0 over the generated graph (`ripple bfs --help` documents the generator); \
+         each update inserts one random edge and removes the oldest, at its own time; `batch` \
+         times are fed per step. `updates/s` counts updates (times) after the initial load; \
+         latencies are per step; `peak heap` is the most heap the run held at once (a counting \
+         allocator). One run per cell, engines alternating; ratios are ripple / differential.\n\n",
+    );
+    if !mismatches.is_empty() {
+        text.push_str("**Output mismatches:**\n\n");
+        for mismatch in mismatches {
+            text.push_str(&format!("- {mismatch}\n"));
+        }
+        text.push('\n');
+    }
+    text.push_str("## Ratios\n\n");
+    let mut rows = Vec::new();
+    for m in results {
+        let own_one_worker = results
+            .iter()
+            .find(|o| o.graph == m.graph && o.batch == m.batch && o.workers == 1 && m.workers != 1);
+        rows.push(vec![
+            m.graph.clone(),
+            m.workers.to_string(),
+            m.batch.to_string(),
+            format!(
+                "{:.2}x",
+                m.ripple.updates_per_second() / m.dd.updates_per_second().max(1e-9)
+            ),
+            format!("{:.2}x", m.ripple_heap as f64 / (m.dd_heap as f64).max(1.0)),
+            own_one_worker.map_or("".into(), |one| {
+                format!(
+                    "{:.2}x",
+                    m.ripple.updates_per_second() / one.ripple.updates_per_second().max(1e-9)
+                )
+            }),
+            if m.ripple.checksum == m.dd.checksum {
+                "yes".into()
+            } else {
+                "**NO**".into()
+            },
+        ]);
+    }
+    text.push_str(&markdown_table(
+        &[
+            "graph",
+            "workers",
+            "batch",
+            "throughput ripple/dd",
+            "peak heap ripple/dd",
+            "ripple vs its 1 worker",
+            "outputs match",
+        ],
+        &rows,
+    ));
+    text.push_str("\n## Runs\n\n");
+    let rows: Vec<Vec<String>> = results
+        .iter()
+        .flat_map(|m| {
+            [
+                engine_row(m, "ripple", &m.ripple, m.ripple_heap),
+                engine_row(m, "differential", &m.dd, m.dd_heap),
+            ]
+        })
+        .collect();
+    text.push_str(&markdown_table(
+        &[
+            "graph",
+            "workers",
+            "batch",
+            "engine",
+            "load",
+            "total",
+            "updates/s",
+            "p50",
+            "p99",
+            "max",
+            "peak heap",
+            "checksum",
+        ],
+        &rows,
+    ));
+    text.push_str("\n## Latency distributions\n\n");
+    let mut graphs: Vec<&String> = results.iter().map(|m| &m.graph).collect();
+    graphs.dedup();
+    for graph in graphs {
+        let file = format!("bfs-latency-{}.svg", graph.replace('/', "-"));
+        let mut curves = Vec::new();
+        for (index, m) in results.iter().filter(|m| &m.graph == graph).enumerate() {
+            let color = PALETTE[index % PALETTE.len()];
+            for (engine, report, dashed) in [("ripple", &m.ripple, false), ("dd", &m.dd, true)] {
+                curves.push(Curve {
+                    label: format!("{engine} w{} b{}", m.workers, m.batch),
+                    color,
+                    dashed,
+                    samples: report.latencies.clone(),
+                });
+            }
+        }
+        let svg = cdf_plot(
+            &format!("bfs on {graph}: per-step latency CDF (solid ripple, dashed differential)"),
+            &curves,
+        );
+        let path = args.out.join(&file);
+        std::fs::write(&path, svg).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        text.push_str(&format!("![bfs latency on {graph}]({file})\n\n"));
+    }
+    let path = args.out.join("bfs.md");
+    std::fs::write(&path, &text).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    print!("{text}");
+    eprintln!("wrote {}", path.display());
+    Ok(())
+}

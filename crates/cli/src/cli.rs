@@ -1,0 +1,264 @@
+//! Command-line arguments and the `ripple` command's main flow: read the whole input, then run,
+//! then report. Exit codes: 0 success, 2 bad arguments or input, 1 failure while running.
+
+use crate::changes::{read_changes, InputError, Node};
+use crate::computation::Computation;
+use crate::generator::GraphSpec;
+use crate::run::{run, Cluster, RunOptions};
+use crate::source::Source;
+use clap::{ArgAction, Args, Parser, Subcommand};
+use ripple_dataflow::RippleConfig;
+use std::io::{BufReader, BufWriter, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+const FORMATS: &str = "\
+INPUT: one edge change per line, `src,dst,time,diff` (u32, u32, u64, i64), e.g. `3,7,12,1` adds \
+edge 3->7 at time 12 and `3,7,20,-1` removes it at time 20. Times may come in any order; blank \
+lines and lines starting with `#` are ignored. A malformed line, or a removal of an edge that is \
+not there, stops the run before any output (exit code 2).
+
+GENERATED INPUT (without --input): at time 0, --edges random edges over --nodes nodes; then \
+update i (time i, for i in 1..=--updates) inserts a new random edge and removes the oldest edge \
+still present. Random numbers: SplitMix64 seeded with --seed; a node is the high 64 bits of \
+draw * nodes; an edge is src then dst.
+
+STEPS: the first time (the initial graph) is loaded on its own; then --batch distinct times are \
+fed at once before the workers run until the output is complete for them. The output never \
+depends on --batch or on the number of workers or processes.
+
+OUTPUT: the changes to the result, consolidated: one line `value,time,diff` per (value, time) \
+with a non-zero diff, sorted by time then value. --summary prints statistics instead (throughput, \
+per-step latency, peak memory, and a checksum of the output that does not depend on batching or \
+workers).
+
+CLUSTER: two processes with two workers each on this machine:
+  ripple bfs -w 2 -n 2 -p 0 &
+  ripple bfs -w 2 -n 2 -p 1
+Process 0 writes the output. Without -h the processes listen on localhost:2101, :2102, ...";
+
+/// Incremental graph computations over streams of edge changes.
+#[derive(Debug, Parser)]
+#[command(name = "ripple", version, after_long_help = FORMATS)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Number of nodes at each distance from the roots. Value: `depth` (a root has depth 0).
+    #[command(after_long_help = FORMATS, disable_help_flag = true)]
+    Bfs(RunArgs),
+    /// The nodes reachable from the roots, roots included. Value: `node`.
+    #[command(after_long_help = FORMATS, disable_help_flag = true)]
+    Reach(RunArgs),
+    /// Out-degree distribution. Value: `degree`; the diff is the change in the number of nodes
+    /// with that out-degree (nodes without out-edges do not appear).
+    #[command(after_long_help = FORMATS, disable_help_flag = true)]
+    Degrees(RunArgs),
+    /// Connected components, edges taken as undirected: each node of an edge is labelled with
+    /// the least node of its component. Value: `node,label`.
+    #[command(after_long_help = FORMATS, disable_help_flag = true)]
+    Cc(RunArgs),
+}
+
+impl Command {
+    fn split(self) -> (Computation, RunArgs) {
+        match self {
+            Command::Bfs(args) => (Computation::Bfs, args),
+            Command::Reach(args) => (Computation::Reach, args),
+            Command::Degrees(args) => (Computation::Degrees, args),
+            Command::Cc(args) => (Computation::Cc, args),
+        }
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// Read edge changes from FILE (`-` for stdin) instead of generating them.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["nodes", "edges", "updates", "seed"])]
+    pub input: Option<String>,
+    /// Generator: number of nodes.
+    #[arg(long, default_value_t = 1_000, value_parser = clap::value_parser!(u32).range(1..))]
+    pub nodes: u32,
+    /// Generator: edges in the graph at every time.
+    #[arg(long, default_value_t = 2_000)]
+    pub edges: u64,
+    /// Generator: updates after the initial graph, one per time.
+    #[arg(long, default_value_t = 10_000)]
+    pub updates: u64,
+    /// Generator: random seed.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Root nodes for bfs and reach, present from time 0.
+    #[arg(long, value_delimiter = ',', default_value = "0")]
+    pub roots: Vec<Node>,
+    /// Distinct input times fed per step (1 = every time on its own).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
+    pub batch: u64,
+    /// Write the output lines to FILE instead of stdout.
+    #[arg(long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// Print statistics instead of output lines (output lines still go to --output if given).
+    #[arg(long)]
+    pub summary: bool,
+    /// Worker threads per process.
+    #[arg(short = 'w', long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..1025))]
+    pub workers: u64,
+    /// Number of processes in the cluster.
+    #[arg(short = 'n', long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..1025))]
+    pub processes: u64,
+    /// This process's index, in 0..processes.
+    #[arg(short = 'p', long, default_value_t = 0)]
+    pub process: u64,
+    /// File whose first `processes` lines are the processes' `host:port` addresses.
+    #[arg(short = 'h', long, value_name = "FILE")]
+    pub hostfile: Option<PathBuf>,
+    /// Print help (see more with '--help').
+    #[arg(long, action = ArgAction::Help)]
+    pub help: Option<bool>,
+}
+
+/// A failure before the run: exit code 2.
+#[derive(Debug, thiserror::Error)]
+pub enum UsageError {
+    #[error(transparent)]
+    Input(#[from] InputError),
+    #[error("{0}")]
+    Arguments(String),
+}
+
+impl RunArgs {
+    fn cluster(&self) -> Result<Cluster, UsageError> {
+        let processes = self.processes as usize;
+        if self.process >= self.processes {
+            return Err(UsageError::Arguments(format!(
+                "--process {} is not below --processes {}",
+                self.process, self.processes
+            )));
+        }
+        let hosts = match &self.hostfile {
+            None => (0..processes)
+                .map(|index| format!("localhost:{}", 2101 + index))
+                .collect(),
+            Some(path) => {
+                let text = std::fs::read_to_string(path).map_err(|error| {
+                    UsageError::Arguments(format!("--hostfile {}: {error}", path.display()))
+                })?;
+                let hosts: Vec<String> = text
+                    .lines()
+                    .map(str::trim)
+                    .filter(|line| !line.is_empty())
+                    .take(processes)
+                    .map(String::from)
+                    .collect();
+                if hosts.len() < processes {
+                    return Err(UsageError::Arguments(format!(
+                        "--hostfile {} lists {} address(es), but --processes is {processes}",
+                        path.display(),
+                        hosts.len()
+                    )));
+                }
+                hosts
+            }
+        };
+        Ok(Cluster {
+            workers: self.workers as usize,
+            process: self.process as usize,
+            hosts,
+        })
+    }
+
+    fn source(&self) -> Result<Source, UsageError> {
+        match &self.input {
+            Some(name) => {
+                let changes = if name == "-" {
+                    read_changes(std::io::stdin().lock(), "<stdin>")?
+                } else {
+                    let file = std::fs::File::open(name).map_err(|source| InputError::Io {
+                        file: name.clone(),
+                        source,
+                    })?;
+                    read_changes(BufReader::with_capacity(1 << 16, file), name)?
+                };
+                Ok(Source::Changes {
+                    name: name.clone(),
+                    changes,
+                })
+            }
+            None => {
+                let spec = GraphSpec {
+                    nodes: self.nodes,
+                    edges: self.edges,
+                    updates: self.updates,
+                    seed: self.seed,
+                };
+                spec.validate().map_err(UsageError::Arguments)?;
+                Ok(Source::Generated(spec))
+            }
+        }
+    }
+}
+
+/// Runs the command line `args`; returns the exit code.
+pub fn main_with(args: impl IntoIterator<Item = String>) -> ExitCode {
+    let cli = match Cli::try_parse_from(args) {
+        Ok(cli) => cli,
+        Err(error) => {
+            // Help and version go to stdout with exit 0; usage errors to stderr with exit 2.
+            let _ = error.print();
+            return ExitCode::from(error.exit_code() as u8);
+        }
+    };
+    let (computation, args) = cli.command.split();
+    let prepared = args
+        .cluster()
+        .and_then(|cluster| Ok((cluster, args.source()?)));
+    let (cluster, source) = match prepared {
+        Ok(prepared) => prepared,
+        Err(error) => {
+            eprintln!("ripple: error: {error}");
+            return ExitCode::from(2);
+        }
+    };
+    let leads = cluster.process == 0;
+    // Only the process hosting worker 0 writes, and only once the input has been read.
+    let writer: Option<Box<dyn Write + Send>> = match (&args.output, args.summary, leads) {
+        (_, _, false) => None,
+        (Some(path), _, true) => match std::fs::File::create(path) {
+            Ok(file) => Some(Box::new(BufWriter::with_capacity(1 << 16, file))),
+            Err(error) => {
+                eprintln!("ripple: error: --output {}: {error}", path.display());
+                return ExitCode::from(1);
+            }
+        },
+        (None, false, true) => Some(Box::new(BufWriter::with_capacity(
+            1 << 16,
+            std::io::stdout(),
+        ))),
+        (None, true, true) => None,
+    };
+    let options = RunOptions {
+        computation,
+        roots: args.roots.clone(),
+        batch: args.batch,
+        cluster,
+        progress: true,
+        config: RippleConfig::default(),
+    };
+    match run(Arc::new(source), &options, writer) {
+        Ok(Some(report)) => {
+            if args.summary {
+                println!("{report}");
+            }
+            ExitCode::SUCCESS
+        }
+        Ok(None) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("ripple: error: {error}");
+            ExitCode::from(1)
+        }
+    }
+}

@@ -1,0 +1,128 @@
+//! The four graph computations, as ripple dataflows over edge and root collections.
+
+use crate::changes::{Edge, Node};
+use ripple_dataflow::Collection;
+
+/// One output value. Single-column results (`depth`, `node`, `degree`) leave the second field
+/// 0; [`Computation::columns`] says how many fields are printed.
+pub type Value = (u64, u64);
+
+/// A computation the `ripple` command runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Computation {
+    /// Number of nodes at each distance from the roots; value `depth`.
+    Bfs,
+    /// The nodes reachable from the roots, roots included; value `node`.
+    Reach,
+    /// Out-degree distribution; value `degree`, diff = change in the number of such nodes.
+    Degrees,
+    /// Connected components (edges undirected), labelled by their least node; value
+    /// `node,label`.
+    Cc,
+}
+
+impl Computation {
+    pub const ALL: [Computation; 4] = [
+        Computation::Bfs,
+        Computation::Reach,
+        Computation::Degrees,
+        Computation::Cc,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Computation::Bfs => "bfs",
+            Computation::Reach => "reach",
+            Computation::Degrees => "degrees",
+            Computation::Cc => "cc",
+        }
+    }
+
+    /// How many fields of a [`Value`] the output shows.
+    pub fn columns(self) -> usize {
+        match self {
+            Computation::Cc => 2,
+            _ => 1,
+        }
+    }
+
+    /// Whether the computation reads `--roots`.
+    pub fn uses_roots(self) -> bool {
+        matches!(self, Computation::Bfs | Computation::Reach)
+    }
+
+    /// The dataflow computing this result's changes from edge and root changes.
+    pub fn build<'s>(
+        self,
+        edges: Collection<'s, u64, Edge>,
+        roots: Collection<'s, u64, Node>,
+    ) -> Collection<'s, u64, Value> {
+        match self {
+            Computation::Bfs => bfs(edges, roots).map(|(_node, depth)| (u64::from(depth), 0)),
+            Computation::Reach => reach(edges, roots).map(|node| (u64::from(node), 0)),
+            Computation::Degrees => degrees(edges).map(|degree| (degree as u64, 0)),
+            Computation::Cc => {
+                components(edges).map(|(node, label)| (u64::from(node), u64::from(label)))
+            }
+        }
+    }
+}
+
+/// `(node, depth)`: the least number of edges from any root to each reachable node.
+pub fn bfs<'s>(
+    edges: Collection<'s, u64, Edge>,
+    roots: Collection<'s, u64, Node>,
+) -> Collection<'s, u64, (Node, u32)> {
+    let start = roots.map(|root| (root, 0u32));
+    start.clone().iterate(|scope, depths| {
+        let edges = edges.enter(scope);
+        let start = start.enter(scope);
+        depths
+            .join_map(edges, |_src, depth, dst| (*dst, depth + 1))
+            .concat(start)
+            .min()
+    })
+}
+
+/// The nodes reachable from the roots.
+pub fn reach<'s>(
+    edges: Collection<'s, u64, Edge>,
+    roots: Collection<'s, u64, Node>,
+) -> Collection<'s, u64, Node> {
+    roots.clone().iterate(|scope, reached| {
+        let edges = edges.enter(scope);
+        let roots = roots.enter(scope);
+        reached
+            .map(|node| (node, ()))
+            .join_map(edges, |_src, (), dst| *dst)
+            .concat(roots)
+            .distinct()
+    })
+}
+
+/// One record per node with out-degree `d > 0`: the record `d`.
+pub fn degrees<'s>(edges: Collection<'s, u64, Edge>) -> Collection<'s, u64, i64> {
+    edges
+        .map(|(src, _dst)| src)
+        .count()
+        .map(|(_node, degree)| degree)
+}
+
+/// `(node, label)`: each node of an edge, labelled with the least node of its undirected
+/// component.
+pub fn components<'s>(edges: Collection<'s, u64, Edge>) -> Collection<'s, u64, (Node, Node)> {
+    let undirected = edges.clone().concat(edges.map(|(src, dst)| (dst, src)));
+    let nodes = undirected
+        .clone()
+        .map(|(node, _)| node)
+        .distinct()
+        .map(|node| (node, node));
+    nodes.clone().iterate(|scope, labels| {
+        let undirected = undirected.enter(scope);
+        let nodes = nodes.enter(scope);
+        labels
+            .join_map(undirected, |_node, label, next| (*next, *label))
+            .concat(nodes)
+            .min()
+    })
+}

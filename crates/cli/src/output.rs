@@ -1,0 +1,145 @@
+//! The result's changes as text, and their checksum.
+//!
+//! Each step's output is complete once the workers have run past the step's end, and steps
+//! cover disjoint, increasing times; so consolidating and sorting each step on its own yields
+//! the whole run's output sorted by time then value, whatever the batching and the workers.
+
+use crate::computation::{Computation, Value};
+use std::io::Write;
+
+/// One output change: `(value, time, diff)`.
+pub type Row = (Value, u64, i64);
+
+/// FNV-1a (64-bit) over the output rows: for each row in output order, the little-endian
+/// bytes of its printed value fields (as u64), its time (u64) and its diff (i64).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Checksum(pub u64);
+
+impl Default for Checksum {
+    fn default() -> Self {
+        Checksum(0xCBF2_9CE4_8422_2325)
+    }
+}
+
+impl Checksum {
+    fn bytes(&mut self, bytes: [u8; 8]) {
+        for byte in bytes {
+            self.0 ^= u64::from(byte);
+            self.0 = self.0.wrapping_mul(0x0100_0000_01B3);
+        }
+    }
+
+    /// Folds in one row of `computation`'s output.
+    pub fn row(&mut self, computation: Computation, row: &Row) {
+        let ((first, second), time, diff) = *row;
+        self.bytes(first.to_le_bytes());
+        if computation.columns() == 2 {
+            self.bytes(second.to_le_bytes());
+        }
+        self.bytes(time.to_le_bytes());
+        self.bytes(diff.to_le_bytes());
+    }
+}
+
+/// Where a run's output goes: lines to a writer, or only into the checksum.
+pub struct OutputSink {
+    computation: Computation,
+    writer: Option<Box<dyn Write + Send>>,
+    checksum: Checksum,
+    rows: u64,
+    line: Vec<u8>,
+}
+
+impl OutputSink {
+    pub fn new(computation: Computation, writer: Option<Box<dyn Write + Send>>) -> Self {
+        Self {
+            computation,
+            writer,
+            checksum: Checksum::default(),
+            rows: 0,
+            line: Vec::new(),
+        }
+    }
+
+    /// Consolidates one step's rows, sorts them by time then value, and emits them.
+    pub fn step(&mut self, mut rows: Vec<Row>) -> std::io::Result<()> {
+        rows.sort_unstable_by_key(|(value, time, _)| (*time, *value));
+        let mut consolidated: Vec<Row> = Vec::with_capacity(rows.len());
+        for (value, time, diff) in rows {
+            match consolidated.last_mut() {
+                Some(last) if last.0 == value && last.1 == time => last.2 += diff,
+                _ => consolidated.push((value, time, diff)),
+            }
+        }
+        for row in consolidated.iter().filter(|row| row.2 != 0) {
+            self.rows += 1;
+            self.checksum.row(self.computation, row);
+            if let Some(writer) = &mut self.writer {
+                self.line.clear();
+                format_row(self.computation, row, &mut self.line);
+                writer.write_all(&self.line)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Flushes the writer; returns the checksum and the number of rows.
+    pub fn finish(mut self) -> std::io::Result<(Checksum, u64)> {
+        if let Some(writer) = &mut self.writer {
+            writer.flush()?;
+        }
+        Ok((self.checksum, self.rows))
+    }
+}
+
+/// Appends `value,time,diff\n` (with `node,label` for a two-column value).
+pub fn format_row(computation: Computation, row: &Row, line: &mut Vec<u8>) {
+    let ((first, second), time, diff) = *row;
+    // Writing into a Vec cannot fail.
+    let _ = if computation.columns() == 2 {
+        writeln!(line, "{first},{second},{time},{diff}")
+    } else {
+        writeln!(line, "{first},{time},{diff}")
+    };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::{Arc, Mutex};
+
+    #[derive(Clone, Default)]
+    struct Shared(Arc<Mutex<Vec<u8>>>);
+    impl Write for Shared {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(bytes);
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn steps_are_consolidated_and_sorted() {
+        let buffer = Shared::default();
+        let mut sink = OutputSink::new(Computation::Cc, Some(Box::new(buffer.clone())));
+        sink.step(vec![
+            ((2, 1), 5, 1),
+            ((1, 1), 5, 1),
+            ((1, 1), 4, 2),
+            ((2, 1), 5, -1),
+        ])
+        .unwrap();
+        let (checksum, rows) = sink.finish().unwrap();
+        assert_eq!(rows, 2);
+        let text = String::from_utf8(buffer.0.lock().unwrap().clone()).unwrap();
+        assert_eq!(text, "1,1,4,2\n1,1,5,1\n");
+
+        // The checksum depends only on the consolidated rows, not on how they arrived.
+        let mut other = OutputSink::new(Computation::Cc, None);
+        other.step(vec![((1, 1), 4, 1), ((1, 1), 4, 1)]).unwrap();
+        other.step(vec![((1, 1), 5, 1)]).unwrap();
+        assert_eq!(other.finish().unwrap(), (checksum, 2));
+    }
+}
