@@ -9,11 +9,13 @@
 //! later ones); times at or beyond `upper` are deferred.
 //!
 //! Totally ordered histories (the common case) take a single sweep: the accumulations grow as
-//! the times advance, so each update is added once. Partially ordered histories accumulate
-//! each examined time from scratch.
+//! the times advance, so each update is added once. Partially ordered histories are replayed in
+//! [`super::replay`], which forms the join closure lazily and collapses passed updates by the
+//! meet of the times still to come.
 
 use columnar::Ref;
 use ripple_updates::consolidate::consolidate_pairs;
+use super::replay::{corrections, replay_key, ReplayScratch};
 use ripple_updates::{Abelian, AntichainRef, Data, Semigroup, Time};
 
 /// Reusable buffers for [`reduce_key`].
@@ -22,6 +24,7 @@ pub(crate) struct KeyScratch<'a, V: Data, V2, T, R, R2> {
     output_acc: Vec<(V2, R2)>,
     desired: Vec<(V2, R2)>,
     times: Vec<T>,
+    replay: ReplayScratch<'a, V, V2, T, R, R2>,
 }
 
 impl<V: Data, V2, T, R, R2> Default for KeyScratch<'_, V, V2, T, R, R2> {
@@ -31,19 +34,15 @@ impl<V: Data, V2, T, R, R2> Default for KeyScratch<'_, V, V2, T, R, R2> {
             output_acc: Vec::new(),
             desired: Vec::new(),
             times: Vec::new(),
+            replay: ReplayScratch::default(),
         }
     }
 }
 
-/// One key's reduction over the interval `[lower, upper)`.
-///
-/// - `input`: the key's input updates (all of them, any order);
-/// - `output`: the key's output updates so far;
-/// - `new_times`: the times that need attention (new input times, deferred times);
-/// - `logic(input, output)`: the user's reduction of the accumulated input (sorted by value,
-///   non-zero diffs) into output values;
-/// - `emit(val, time, diff)`: called with each output correction, in time order;
-/// - `defer(time)`: called with each time at or beyond `upper` that needs attention later.
+/// The corrections for one key. `input` and `output` are the key's histories up to `upper`
+/// (in any order; `output` gains the corrections), `new_times` the times of its new input
+/// updates and of its deferred times. Corrections at times in the interval go to `emit`;
+/// times at or beyond `upper` that will need examining go to `defer`.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn reduce_key<'a, V, V2, T, R, R2>(
     input: &mut [(Ref<'a, V>, T, R)],
@@ -61,34 +60,43 @@ pub(crate) fn reduce_key<'a, V, V2, T, R, R2>(
     R: Semigroup,
     R2: Semigroup + Abelian,
 {
-    input.sort_by(|a, b| a.1.cmp(&b.1));
-    output.sort_by(|a, b| a.1.cmp(&b.1));
     let times = &mut scratch.times;
     times.clear();
     times.extend_from_slice(new_times);
     times.sort();
     times.dedup();
-
-    let total = is_totally_ordered(input, output, times);
-    if total {
-        // Joins are maxima, so the closure adds the history times after the first new time:
-        // compaction can advance old updates to times that have not been examined yet.
-        if let Some(first) = times.first().cloned() {
-            times.extend(
-                input
-                    .iter()
-                    .map(|(_, t, _)| t)
-                    .chain(output.iter().map(|(_, t, _)| t))
-                    .filter(|t| first.less_equal(t))
-                    .cloned(),
-            );
-            times.sort();
-            times.dedup();
-        }
-    } else {
-        close_under_join(times, input, output, upper);
+    if !is_totally_ordered(input, output, times) {
+        replay_key(
+            input,
+            output,
+            &scratch.times,
+            upper,
+            &mut scratch.replay,
+            &mut scratch.input_acc,
+            &mut scratch.output_acc,
+            &mut scratch.desired,
+            logic,
+            emit,
+            defer,
+        );
+        return;
     }
-    // `times` is sorted: a linear extension of the partial order.
+    input.sort_by(|a, b| a.1.cmp(&b.1));
+    output.sort_by(|a, b| a.1.cmp(&b.1));
+    // Joins are maxima, so the closure adds the history times after the first new time:
+    // compaction can advance old updates to times that have not been examined yet.
+    if let Some(first) = times.first().cloned() {
+        times.extend(
+            input
+                .iter()
+                .map(|(_, t, _)| t)
+                .chain(output.iter().map(|(_, t, _)| t))
+                .filter(|t| first.less_equal(t))
+                .cloned(),
+        );
+        times.sort();
+        times.dedup();
+    }
     times.retain(|time| {
         let later = upper.less_equal(time);
         if later {
@@ -97,40 +105,24 @@ pub(crate) fn reduce_key<'a, V, V2, T, R, R2>(
         !later
     });
 
-    // `output` stays sorted by time: corrections are appended at the time being examined,
-    // which is after every earlier output time.
+    // One sweep: the accumulations only grow as the times advance. `output` stays sorted by
+    // time: corrections are appended at the time being examined, after every earlier one.
+    scratch.input_acc.clear();
+    scratch.output_acc.clear();
     let (mut next_input, mut next_output) = (0, 0);
     for index in 0..scratch.times.len() {
         let time = scratch.times[index].clone();
-        // The accumulated input and output at `time`.
-        if total {
-            while next_input < input.len() && input[next_input].1.less_equal(&time) {
-                scratch
-                    .input_acc
-                    .push((input[next_input].0, input[next_input].2.clone()));
-                next_input += 1;
-            }
-            while next_output < output.len() && output[next_output].1.less_equal(&time) {
-                scratch
-                    .output_acc
-                    .push((output[next_output].0.clone(), output[next_output].2.clone()));
-                next_output += 1;
-            }
-        } else {
-            scratch.input_acc.clear();
-            scratch.input_acc.extend(
-                input
-                    .iter()
-                    .filter(|(_, t, _)| t.less_equal(&time))
-                    .map(|(v, _, r)| (*v, r.clone())),
-            );
-            scratch.output_acc.clear();
-            scratch.output_acc.extend(
-                output
-                    .iter()
-                    .filter(|(_, t, _)| t.less_equal(&time))
-                    .map(|(v, _, r)| (v.clone(), r.clone())),
-            );
+        while next_input < input.len() && input[next_input].1.less_equal(&time) {
+            scratch
+                .input_acc
+                .push((input[next_input].0, input[next_input].2.clone()));
+            next_input += 1;
+        }
+        while next_output < output.len() && output[next_output].1.less_equal(&time) {
+            scratch
+                .output_acc
+                .push((output[next_output].0.clone(), output[next_output].2.clone()));
+            next_output += 1;
         }
         consolidate_pairs(&mut scratch.input_acc);
         consolidate_pairs(&mut scratch.output_acc);
@@ -140,50 +132,16 @@ pub(crate) fn reduce_key<'a, V, V2, T, R, R2>(
             logic(&scratch.input_acc, &mut scratch.desired);
             consolidate_pairs(&mut scratch.desired);
         }
-
-        // Emit desired - current, merging the two sorted lists.
         let before = output.len();
-        let (desired, current) = (&scratch.desired, &scratch.output_acc);
-        let (mut d, mut c) = (0, 0);
-        while d < desired.len() || c < current.len() {
-            let order = match (desired.get(d), current.get(c)) {
-                (Some(x), Some(y)) => x.0.cmp(&y.0),
-                (Some(_), None) => std::cmp::Ordering::Less,
-                (None, _) => std::cmp::Ordering::Greater,
-            };
-            match order {
-                std::cmp::Ordering::Less => {
-                    output.push((desired[d].0.clone(), time.clone(), desired[d].1.clone()));
-                    d += 1;
-                }
-                std::cmp::Ordering::Greater => {
-                    let mut diff = current[c].1.clone();
-                    diff.negate();
-                    output.push((current[c].0.clone(), time.clone(), diff));
-                    c += 1;
-                }
-                std::cmp::Ordering::Equal => {
-                    let mut diff = current[c].1.clone();
-                    diff.negate();
-                    diff.plus_equals(&desired[d].1);
-                    if !diff.is_zero() {
-                        output.push((desired[d].0.clone(), time.clone(), diff));
-                    }
-                    d += 1;
-                    c += 1;
-                }
-            }
-        }
+        corrections(&scratch.desired, &scratch.output_acc, |val, diff| {
+            output.push((val, time.clone(), diff));
+        });
         for (val, time, diff) in &output[before..] {
             emit(val, time, diff);
         }
     }
-    scratch.input_acc.clear();
-    scratch.output_acc.clear();
 }
 
-/// True when every input, output and new time is comparable with every other: then sorted
-/// order is the partial order, and accumulations can sweep.
 fn is_totally_ordered<A, B, T: Time, R, R2>(
     input: &[(A, T, R)],
     output: &[(B, T, R2)],
@@ -197,41 +155,6 @@ fn is_totally_ordered<A, B, T: Time, R, R2>(
         .collect();
     all.sort();
     all.windows(2).all(|pair| pair[0].less_equal(pair[1]))
-}
-
-/// Adds to `times` (sorted, deduplicated) every join of its elements with input and output
-/// times, keeping it sorted; joins at or beyond `upper` are kept (to be deferred) but not
-/// expanded further, as everything they generate is beyond `upper` too.
-fn close_under_join<A, B, T: Time, R, R2>(
-    times: &mut Vec<T>,
-    input: &[(A, T, R)],
-    output: &[(B, T, R2)],
-    upper: AntichainRef<'_, T>,
-) {
-    let mut others: Vec<T> = input
-        .iter()
-        .map(|(_, t, _)| t.clone())
-        .chain(output.iter().map(|(_, t, _)| t.clone()))
-        .chain(times.iter().cloned())
-        .collect();
-    others.sort();
-    others.dedup();
-    let mut known: std::collections::BTreeSet<T> = times.iter().cloned().collect();
-    let mut work: Vec<T> = times.clone();
-    while let Some(time) = work.pop() {
-        if upper.less_equal(&time) {
-            continue;
-        }
-        for other in &others {
-            let joined = time.join(other);
-            if !known.contains(&joined) {
-                known.insert(joined.clone());
-                work.push(joined);
-            }
-        }
-    }
-    times.clear();
-    times.extend(known);
 }
 
 #[cfg(test)]
@@ -279,11 +202,20 @@ mod tests {
                 .filter(|((_, t, _), _)| !upper.less_equal(t))
                 .map(|((_, t, r), v)| (v, t.clone(), *r))
                 .collect();
+            // As in the operator, the traces are compacted to `lower`: every time before it
+            // is advanced by it.
+            for update in history.iter_mut() {
+                update.1.advance_by(lower.borrow());
+            }
+            let mut compacted_output = output.clone();
+            for update in compacted_output.iter_mut() {
+                update.1.advance_by(lower.borrow());
+            }
             let mut produced = Vec::new();
             let mut later = Vec::new();
             reduce_key(
                 &mut history,
-                &mut output,
+                &mut compacted_output,
                 &new_times,
                 upper.borrow(),
                 &mut scratch,
@@ -297,6 +229,7 @@ mod tests {
                     "output at {t:?} outside [{lower:?}, {upper:?})"
                 );
             }
+            output.extend(produced);
             deferred = later;
             lower = upper;
         }

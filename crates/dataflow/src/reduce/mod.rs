@@ -10,6 +10,7 @@
 //! `upper` that will need attention are kept, with capabilities, until their interval comes.
 
 mod key;
+mod replay;
 
 use crate::arrange::{build_batch, Arranged, HeldCapabilities};
 use crate::collection::Collection;
