@@ -167,8 +167,8 @@ mod tests {
 
     #[test]
     fn reads_sorts_and_skips() {
-        let changes = read("# header\n1,2,5,1\n\n 3 , 4 , 0 , -2 \n5,6,5,1").unwrap();
-        let expected = [(0, (3, 4), -2), (5, (1, 2), 1), (5, (5, 6), 1)];
+        let changes = read("# header\n1,2,5,1\n\n 3 , 4 , 0 , 2 \n5,6,5,1").unwrap();
+        let expected = [(0, (3, 4), 2), (5, (1, 2), 1), (5, (5, 6), 1)];
         let expected: Vec<_> = expected
             .iter()
             .map(|&(time, edge, diff)| EdgeChange { time, edge, diff })
@@ -213,7 +213,7 @@ mod tests {
     #[test]
     fn rejects_removing_absent_edges() {
         // Within a time the order does not matter; across times it does.
-        assert!(read("1,2,0,-1\n1,2,0,1\n1,2,1,-1").is_ok());
+        assert!(read("1,2,0,-1\n1,2,0,1\n1,2,0,1\n1,2,1,-1").is_ok());
         let error = read("1,2,0,1\n1,2,3,-1\n# c\n1,2,3,-1\n")
             .unwrap_err()
             .to_string();

@@ -114,6 +114,7 @@ fn main() -> ExitCode {
     let mut mismatches = Vec::new();
     let began = Instant::now();
     let configurations = graphs.len() * args.workers.len() * args.batches.len();
+    let mut ripple_first = true;
     for &(nodes, edges) in &graphs {
         let spec = GraphSpec {
             nodes,
@@ -147,13 +148,14 @@ fn main() -> ExitCode {
                 let dd_run = || measured(|| run_dd(Arc::clone(&source), &options));
                 // Alternate which engine goes first, so neither always meets a warm or a
                 // fragmented heap.
-                let ((ripple, ripple_heap), (dd, dd_heap)) = if results.len() % 2 == 0 {
+                let ((ripple, ripple_heap), (dd, dd_heap)) = if ripple_first {
                     let r = ripple_run();
                     (r, dd_run())
                 } else {
                     let d = dd_run();
                     (ripple_run(), d)
                 };
+                ripple_first = !ripple_first;
                 eprintln!(
                     "[{:>3}/{configurations} {:>7.1}s] {graph} w{workers} b{batch}: ripple {:.0}/s, dd {:.0}/s ({:.2}x), heap {} vs {}",
                     results.len() + 1,

@@ -13,9 +13,9 @@
 //! [`super::replay`], which forms the join closure lazily and collapses passed updates by the
 //! meet of the times still to come.
 
+use super::replay::{corrections, replay_key, ReplayScratch};
 use columnar::Ref;
 use ripple_updates::consolidate::consolidate_pairs;
-use super::replay::{corrections, replay_key, ReplayScratch};
 use ripple_updates::{Abelian, AntichainRef, Data, Semigroup, Time};
 
 /// Reusable buffers for [`reduce_key`].

@@ -73,7 +73,9 @@ fn advance_and_consolidate<V: Ord, T: Time, R: Semigroup>(updates: &mut Vec<(V, 
     updates.sort_by(|a, b| (&a.0, &a.1).cmp(&(&b.0, &b.1)));
     let mut kept = 0;
     for index in 0..updates.len() {
-        if kept > 0 && updates[kept - 1].0 == updates[index].0 && updates[kept - 1].1 == updates[index].1
+        if kept > 0
+            && updates[kept - 1].0 == updates[index].0
+            && updates[kept - 1].1 == updates[index].1
         {
             let diff = updates[index].2.clone();
             updates[kept - 1].2.plus_equals(&diff);
@@ -127,7 +129,11 @@ pub(crate) fn replay_key<'a, V, V2, T, R, R2>(
     // Only times at or after the meet of the new times are examined, so histories can be
     // advanced by it (into copies: `output` must keep its true times).
     input.clear();
-    input.extend(history.iter().map(|(v, t, r)| (*v, t.join(&first_meet), r.clone())));
+    input.extend(
+        history
+            .iter()
+            .map(|(v, t, r)| (*v, t.join(&first_meet), r.clone())),
+    );
     input.sort_by(|a, b| a.1.cmp(&b.1));
     advanced.clear();
     advanced.extend(

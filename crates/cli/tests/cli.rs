@@ -1,0 +1,281 @@
+//! The `ripple` binary as a user meets it: help, bad arguments and bad input (exit code 2, a
+//! message naming the problem, nothing written), stdin, summaries that do not depend on
+//! batching or workers, and two processes on localhost.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+fn ripple() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_ripple"))
+}
+
+fn scratch_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("ripple-cli-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn run(command: &mut Command) -> Output {
+    command.output().expect("ripple starts")
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+fn stdout(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+#[test]
+fn help_explains_computations_and_formats() {
+    let output = run(ripple().arg("--help"));
+    assert!(output.status.success());
+    let text = stdout(&output);
+    for word in [
+        "bfs",
+        "reach",
+        "degrees",
+        "cc",
+        "src,dst,time,diff",
+        "SplitMix64",
+    ] {
+        assert!(text.contains(word), "--help lacks {word}:\n{text}");
+    }
+    let output = run(ripple().args(["bfs", "--help"]));
+    assert!(output.status.success());
+    let text = stdout(&output);
+    for option in [
+        "--input",
+        "--batch",
+        "--workers",
+        "--processes",
+        "--hostfile",
+        "--summary",
+    ] {
+        assert!(text.contains(option), "bfs --help lacks {option}");
+    }
+}
+
+/// Each malformed input stops the run with exit code 2 and a message naming the file, the
+/// line and what was expected, and leaves no output file behind.
+#[test]
+fn bad_input_is_reported_with_its_line() {
+    let dir = scratch_dir("bad-input");
+    let cases: [(&[u8], &str); 9] = [
+        (b"1,2,0,1\n1,2,3\n", ":2: expected 4 comma-separated fields"),
+        (b"1,2,0,1,7\n", ":1: expected 4 comma-separated fields"),
+        (
+            b"a,2,0,1\n",
+            ":1: expected a node id (an unsigned 32-bit integer), found src `a`",
+        ),
+        (
+            b"# c\n1,-2,0,1\n",
+            ":2: expected a node id (an unsigned 32-bit integer), found dst `-2`",
+        ),
+        (
+            b"1,2,soon,1\n",
+            ":1: expected a time (an unsigned 64-bit integer",
+        ),
+        (
+            b"1,2,0,+x\n",
+            ":1: expected a diff (a signed 64-bit integer), found diff `+x`",
+        ),
+        (b"1,2,0,99999999999999999999\n", ":1: expected a diff"),
+        (b"1,2,0,1\n\xfe\n", ":2: expected UTF-8 text"),
+        (
+            b"1,2,0,1\n1,2,4,-1\n1,2,4,-1\n",
+            ":3: at time 4, edge 1->2 is removed more often than inserted",
+        ),
+    ];
+    for (index, (content, message)) in cases.iter().enumerate() {
+        let input = dir.join(format!("in{index}.csv"));
+        std::fs::write(&input, content).unwrap();
+        let out = dir.join(format!("out{index}.csv"));
+        let output = run(ripple()
+            .arg("bfs")
+            .arg("--input")
+            .arg(&input)
+            .arg("--output")
+            .arg(&out));
+        assert_eq!(
+            output.status.code(),
+            Some(2),
+            "case {index}: {}",
+            stderr(&output)
+        );
+        let text = stderr(&output);
+        assert!(
+            text.contains(&format!("{}{message}", input.display())),
+            "case {index}: {text}"
+        );
+        assert!(
+            !out.exists(),
+            "case {index}: output written despite bad input"
+        );
+    }
+    let output = run(ripple().args(["cc", "--input", "/no/such/file.csv"]));
+    assert_eq!(output.status.code(), Some(2));
+    assert!(stderr(&output).contains("/no/such/file.csv"));
+}
+
+#[test]
+fn bad_arguments_exit_with_2() {
+    let cases: [&[&str]; 7] = [
+        &["bfs", "--batch", "0"],
+        &["bfs", "--nodes", "0"],
+        &["bfs", "--edges", "0"],
+        &["bfs", "--input", "x.csv", "--nodes", "5"],
+        &["bfs", "-n", "2", "-p", "2"],
+        &["bfs", "--roots", "1,x"],
+        &["pagerank"],
+    ];
+    for args in cases {
+        let output = run(ripple().args(args));
+        assert_eq!(
+            output.status.code(),
+            Some(2),
+            "{args:?}: {}",
+            stderr(&output)
+        );
+        assert!(!stderr(&output).is_empty(), "{args:?}: no message");
+    }
+}
+
+fn summary_checksum(args: &[&str]) -> String {
+    let output = run(ripple().args(args).arg("--summary"));
+    assert!(output.status.success(), "{args:?}: {}", stderr(&output));
+    let text = stdout(&output);
+    for field in ["updates/s", "p50", "p99", "peak memory", "checksum"] {
+        assert!(text.contains(field), "summary lacks {field}:\n{text}");
+    }
+    text.lines()
+        .find_map(|line| line.strip_prefix("checksum"))
+        .expect("a checksum line")
+        .trim()
+        .to_string()
+}
+
+#[test]
+fn summaries_do_not_depend_on_batching_or_workers() {
+    for computation in ["bfs", "reach", "degrees", "cc"] {
+        let base = [
+            computation,
+            "--nodes",
+            "200",
+            "--edges",
+            "300",
+            "--updates",
+            "150",
+        ];
+        let first = summary_checksum(&base);
+        for extra in [
+            &["--batch", "7"][..],
+            &["-w", "2"],
+            &["--batch", "1000", "-w", "3"],
+        ] {
+            let args: Vec<&str> = base.iter().chain(extra).copied().collect();
+            assert_eq!(summary_checksum(&args), first, "{args:?}");
+        }
+    }
+}
+
+#[test]
+fn stdin_and_file_inputs_agree() {
+    let dir = scratch_dir("stdin");
+    let text = "0,1,0,1\n1,2,0,1\n2,3,1,1\n0,1,2,-1\n3,0,2,1\n";
+    let file = dir.join("in.csv");
+    std::fs::write(&file, text).unwrap();
+    let from_file = run(ripple().arg("reach").arg("--input").arg(&file));
+    assert!(from_file.status.success());
+    let mut child = ripple()
+        .args(["reach", "--input", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+    let from_stdin = child.wait_with_output().unwrap();
+    assert!(from_stdin.status.success());
+    assert_eq!(stdout(&from_stdin), stdout(&from_file));
+    // Root 0 reaches 1 and 2 at time 0, 3 at time 1; removing 0->1 at time 2 strands 1, 2
+    // and 3, then 3->0 changes nothing reachable from 0.
+    assert_eq!(
+        stdout(&from_file),
+        "0,0,1\n1,0,1\n2,0,1\n3,1,1\n1,2,-1\n2,2,-1\n3,2,-1\n"
+    );
+}
+
+fn free_ports(count: usize) -> Vec<u16> {
+    let listeners: Vec<_> = (0..count)
+        .map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap())
+        .collect();
+    listeners
+        .iter()
+        .map(|l| l.local_addr().unwrap().port())
+        .collect()
+}
+
+fn read(path: &Path) -> String {
+    std::fs::read_to_string(path).unwrap()
+}
+
+#[test]
+fn two_processes_match_one() {
+    let dir = scratch_dir("cluster");
+    let hosts = dir.join("hosts.txt");
+    let ports = free_ports(2);
+    std::fs::write(
+        &hosts,
+        ports
+            .iter()
+            .map(|p| format!("127.0.0.1:{p}\n"))
+            .collect::<String>(),
+    )
+    .unwrap();
+    let args = [
+        "cc",
+        "--nodes",
+        "300",
+        "--edges",
+        "400",
+        "--updates",
+        "200",
+        "--batch",
+        "10",
+    ];
+    let single = dir.join("single.csv");
+    let output = run(ripple().args(args).arg("--output").arg(&single));
+    assert!(output.status.success());
+
+    let clustered = dir.join("cluster.csv");
+    let spawn = |process: &str| {
+        ripple()
+            .args(args)
+            .args(["-w", "2", "-n", "2", "-p", process, "-h"])
+            .arg(&hosts)
+            .arg("--output")
+            .arg(&clustered)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let first = spawn("0");
+    let second = spawn("1");
+    let (first, second) = (
+        first.wait_with_output().unwrap(),
+        second.wait_with_output().unwrap(),
+    );
+    assert!(first.status.success(), "{}", stderr(&first));
+    assert!(second.status.success(), "{}", stderr(&second));
+    assert!(!read(&single).is_empty());
+    assert_eq!(read(&clustered), read(&single));
+}
