@@ -114,7 +114,8 @@ pub fn consolidate<U: Update>(updates: &mut Updates<U>) {
 /// Sorts `(item, diff)` pairs by item, adds the diffs of equal items and drops zero sums: the
 /// normal form of one key's history (items are times) or accumulation (items are values).
 pub fn consolidate_pairs<I: Ord, R: Semigroup>(pairs: &mut Vec<(I, R)>) {
-    pairs.sort_by(|a, b| a.0.cmp(&b.0));
+    // Equal items are summed, so their order does not matter.
+    pairs.sort_unstable_by(|a, b| a.0.cmp(&b.0));
     let mut kept = 0;
     for index in 0..pairs.len() {
         if kept > 0 && pairs[kept - 1].0 == pairs[index].0 {

@@ -63,8 +63,10 @@ pub(crate) fn reduce_key<'a, V, V2, T, R, R2>(
     let times = &mut scratch.times;
     times.clear();
     times.extend_from_slice(new_times);
-    times.sort();
+    times.sort_unstable();
     times.dedup();
+    input.sort_unstable_by(|a, b| a.1.cmp(&b.1));
+    output.sort_unstable_by(|a, b| a.1.cmp(&b.1));
     if !is_totally_ordered(input, output, times) {
         replay_key(
             input,
@@ -81,8 +83,6 @@ pub(crate) fn reduce_key<'a, V, V2, T, R, R2>(
         );
         return;
     }
-    input.sort_by(|a, b| a.1.cmp(&b.1));
-    output.sort_by(|a, b| a.1.cmp(&b.1));
     // Joins are maxima, so the closure adds the history times after the first new time:
     // compaction can advance old updates to times that have not been examined yet.
     if let Some(first) = times.first().cloned() {
@@ -94,7 +94,7 @@ pub(crate) fn reduce_key<'a, V, V2, T, R, R2>(
                 .filter(|t| first.less_equal(t))
                 .cloned(),
         );
-        times.sort();
+        times.sort_unstable();
         times.dedup();
     }
     times.retain(|time| {
@@ -142,19 +142,36 @@ pub(crate) fn reduce_key<'a, V, V2, T, R, R2>(
     }
 }
 
+/// Whether the times of the three lists (each sorted by time) are totally ordered: their
+/// merge in sorted order must be a chain.
 fn is_totally_ordered<A, B, T: Time, R, R2>(
     input: &[(A, T, R)],
     output: &[(B, T, R2)],
     times: &[T],
 ) -> bool {
-    let mut all: Vec<&T> = input
-        .iter()
-        .map(|(_, t, _)| t)
-        .chain(output.iter().map(|(_, t, _)| t))
-        .chain(times.iter())
-        .collect();
-    all.sort();
-    all.windows(2).all(|pair| pair[0].less_equal(pair[1]))
+    let (mut i, mut o, mut t) = (0, 0, 0);
+    let mut previous: Option<&T> = None;
+    loop {
+        let candidates = [
+            input.get(i).map(|u| &u.1),
+            output.get(o).map(|u| &u.1),
+            times.get(t),
+        ];
+        let Some(least) = candidates.into_iter().flatten().min() else {
+            return true;
+        };
+        if previous.is_some_and(|previous| !previous.less_equal(least)) {
+            return false;
+        }
+        previous = Some(least);
+        if input.get(i).map(|u| &u.1) == Some(least) {
+            i += 1;
+        } else if output.get(o).map(|u| &u.1) == Some(least) {
+            o += 1;
+        } else {
+            t += 1;
+        }
+    }
 }
 
 #[cfg(test)]

@@ -70,7 +70,7 @@ fn advance_and_consolidate<V: Ord, T: Time, R: Semigroup>(updates: &mut Vec<(V, 
     for update in updates.iter_mut() {
         update.1.join_assign(meet);
     }
-    updates.sort_by(|a, b| (&a.0, &a.1).cmp(&(&b.0, &b.1)));
+    updates.sort_unstable_by(|a, b| (&a.0, &a.1).cmp(&(&b.0, &b.1)));
     let mut kept = 0;
     for index in 0..updates.len() {
         if kept > 0
@@ -134,14 +134,14 @@ pub(crate) fn replay_key<'a, V, V2, T, R, R2>(
             .iter()
             .map(|(v, t, r)| (*v, t.join(&first_meet), r.clone())),
     );
-    input.sort_by(|a, b| a.1.cmp(&b.1));
+    input.sort_unstable_by(|a, b| a.1.cmp(&b.1));
     advanced.clear();
     advanced.extend(
         output
             .iter()
             .map(|(v, t, r)| (v.clone(), t.join(&first_meet), r.clone())),
     );
-    advanced.sort_by(|a, b| a.1.cmp(&b.1));
+    advanced.sort_unstable_by(|a, b| a.1.cmp(&b.1));
     suffix_meets(input, |u| &u.1, input_meets);
     suffix_meets(advanced, |u| &u.1, output_meets);
     suffix_meets(times, |t| t, time_meets);
@@ -194,7 +194,7 @@ pub(crate) fn replay_key<'a, V, V2, T, R, R2>(
                 joins.extend(passed_input.iter().filter_map(|u| ahead(&u.1)));
                 joins.extend(passed_output.iter().filter_map(|u| ahead(&u.1)));
             }
-            joins.sort();
+            joins.sort_unstable();
             joins.dedup();
             let before = synthetic.len();
             for join in joins.drain(..) {
@@ -205,7 +205,7 @@ pub(crate) fn replay_key<'a, V, V2, T, R, R2>(
                 }
             }
             if synthetic.len() > before {
-                synthetic.sort_by(|a, b| b.cmp(a));
+                synthetic.sort_unstable_by(|a, b| b.cmp(a));
                 synthetic.dedup();
             }
 
@@ -257,7 +257,7 @@ pub(crate) fn replay_key<'a, V, V2, T, R, R2>(
                 for time in examined.iter_mut() {
                     time.join_assign(advanced);
                 }
-                examined.sort();
+                examined.sort_unstable();
                 examined.dedup();
                 meet = next_meet;
             }
