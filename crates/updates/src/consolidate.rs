@@ -130,6 +130,28 @@ pub fn consolidate_pairs<I: Ord, R: Semigroup>(pairs: &mut Vec<(I, R)>) {
     pairs.retain(|(_, diff)| !diff.is_zero());
 }
 
+/// Sorts `(item, time, diff)` triples by `(item, time)`, adds the diffs of equal pairs and drops
+/// zero sums: the normal form of a key's `(value, time, diff)` history.
+pub fn consolidate_triples<I: Ord, T: Ord, R: Semigroup>(triples: &mut Vec<(I, T, R)>) {
+    // Equal pairs are summed, so their order does not matter.
+    triples.sort_unstable_by(|a, b| (&a.0, &a.1).cmp(&(&b.0, &b.1)));
+    let mut kept = 0;
+    for index in 0..triples.len() {
+        if kept > 0
+            && triples[kept - 1].0 == triples[index].0
+            && triples[kept - 1].1 == triples[index].1
+        {
+            let diff = triples[index].2.clone();
+            triples[kept - 1].2.plus_equals(&diff);
+        } else {
+            triples.swap(kept, index);
+            kept += 1;
+        }
+    }
+    triples.truncate(kept);
+    triples.retain(|(_, _, diff)| !diff.is_zero());
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

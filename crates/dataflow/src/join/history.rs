@@ -10,6 +10,7 @@
 //! product of the histories.
 
 use columnar::Ref;
+use ripple_updates::consolidate::consolidate_triples;
 use ripple_updates::{Antichain, Data, Semigroup, Time};
 
 /// Histories whose product is at most this large take the nested loop.
@@ -165,22 +166,7 @@ fn compact<T: Time, R: Semigroup, R2>(passed: &mut Vec<(u32, T, R)>, remaining: 
     for (_, time, _) in passed.iter_mut() {
         time.advance_by(frontier.borrow());
     }
-    passed.sort_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
-    let mut write = 0;
-    for read in 0..passed.len() {
-        if write > 0
-            && passed[write - 1].0 == passed[read].0
-            && passed[write - 1].1 == passed[read].1
-        {
-            let diff = passed[read].2.clone();
-            passed[write - 1].2.plus_equals(&diff);
-        } else {
-            passed.swap(write, read);
-            write += 1;
-        }
-    }
-    passed.truncate(write);
-    passed.retain(|(_, _, diff)| !diff.is_zero());
+    consolidate_triples(passed);
 }
 
 #[cfg(test)]

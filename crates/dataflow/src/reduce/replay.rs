@@ -14,7 +14,7 @@
 //!   synthesised join, or at least an already examined time; other history times just pass.
 
 use columnar::Ref;
-use ripple_updates::consolidate::consolidate_pairs;
+use ripple_updates::consolidate::{consolidate_pairs, consolidate_triples};
 use ripple_updates::{Abelian, AntichainRef, Data, Semigroup, Time};
 
 /// Buffers reused across keys.
@@ -70,22 +70,7 @@ fn advance_and_consolidate<V: Ord, T: Time, R: Semigroup>(updates: &mut Vec<(V, 
     for update in updates.iter_mut() {
         update.1.join_assign(meet);
     }
-    updates.sort_unstable_by(|a, b| (&a.0, &a.1).cmp(&(&b.0, &b.1)));
-    let mut kept = 0;
-    for index in 0..updates.len() {
-        if kept > 0
-            && updates[kept - 1].0 == updates[index].0
-            && updates[kept - 1].1 == updates[index].1
-        {
-            let diff = updates[index].2.clone();
-            updates[kept - 1].2.plus_equals(&diff);
-        } else {
-            updates.swap(kept, index);
-            kept += 1;
-        }
-    }
-    updates.truncate(kept);
-    updates.retain(|update| !update.2.is_zero());
+    consolidate_triples(updates);
 }
 
 /// The corrections for one key: `input` and `output` are its histories (any order; `output`
