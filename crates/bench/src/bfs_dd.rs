@@ -89,7 +89,7 @@ pub fn run_dd(source: Arc<Source>, options: &RunOptions) -> RunReport {
         let plan = source.plan(options.batch);
         let mut feeder = source.feeder();
         let mut sink = OutputSink::new(options.computation, None);
-        let mut report = RunReport::new(options, &source, worker.peers());
+        let mut report = RunReport::new(options, &source, &plan, worker.peers());
         let mut run_step = |worker: &mut timely::worker::Worker, step: Step| {
             let began = Instant::now();
             let fed = if leader {

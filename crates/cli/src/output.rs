@@ -5,6 +5,7 @@
 //! the whole run's output sorted by time then value, whatever the batching and the workers.
 
 use crate::computation::{Computation, Value};
+use ripple_updates::consolidate::consolidate_triples;
 use std::io::Write;
 
 /// One output change: `(value, time, diff)`.
@@ -62,21 +63,20 @@ impl OutputSink {
     }
 
     /// Consolidates one step's rows, sorts them by time then value, and emits them.
-    pub fn step(&mut self, mut rows: Vec<Row>) -> std::io::Result<()> {
-        rows.sort_unstable_by_key(|(value, time, _)| (*time, *value));
-        let mut consolidated: Vec<Row> = Vec::with_capacity(rows.len());
-        for (value, time, diff) in rows {
-            match consolidated.last_mut() {
-                Some(last) if last.0 == value && last.1 == time => last.2 += diff,
-                _ => consolidated.push((value, time, diff)),
-            }
-        }
-        for row in consolidated.iter().filter(|row| row.2 != 0) {
+    pub fn step(&mut self, rows: Vec<Row>) -> std::io::Result<()> {
+        // As `(time, value, diff)`, consolidation's sort is the output order.
+        let mut by_time: Vec<(u64, Value, i64)> = rows
+            .into_iter()
+            .map(|(value, time, diff)| (time, value, diff))
+            .collect();
+        consolidate_triples(&mut by_time);
+        for (time, value, diff) in by_time {
+            let row = (value, time, diff);
             self.rows += 1;
-            self.checksum.row(self.computation, row);
+            self.checksum.row(self.computation, &row);
             if let Some(writer) = &mut self.writer {
                 self.line.clear();
-                format_row(self.computation, row, &mut self.line);
+                format_row(self.computation, &row, &mut self.line);
                 writer.write_all(&self.line)?;
             }
         }

@@ -172,7 +172,7 @@ fn drive(
         sink.step(rows).map(|()| (began.elapsed(), fed))
     };
 
-    let mut report = RunReport::new(options, source, peers);
+    let mut report = RunReport::new(options, source, &plan, peers);
     if let Some(load) = plan.load() {
         let (elapsed, fed) = run_step(worker, load, &mut sink)?;
         report.load = elapsed;

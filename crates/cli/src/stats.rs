@@ -2,7 +2,7 @@
 
 use crate::output::Checksum;
 use crate::run::RunOptions;
-use crate::source::Source;
+use crate::source::{Plan, Source};
 use std::fmt;
 use std::time::Duration;
 
@@ -34,7 +34,7 @@ pub struct RunReport {
 }
 
 impl RunReport {
-    pub fn new(options: &RunOptions, source: &Source, peers: usize) -> Self {
+    pub fn new(options: &RunOptions, source: &Source, plan: &Plan, peers: usize) -> Self {
         let input = match source {
             Source::Changes { name, changes } => format!("{name} ({} changes)", changes.len()),
             Source::Generated(spec) => format!(
@@ -50,7 +50,7 @@ impl RunReport {
             batch: options.batch,
             load: Duration::ZERO,
             load_changes: 0,
-            update_times: source.plan(1).update_times(),
+            update_times: plan.update_times(),
             update_changes: source.update_changes(),
             updates: Duration::ZERO,
             latencies: Vec::new(),

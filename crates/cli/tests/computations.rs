@@ -14,6 +14,7 @@ use ripple_cli::output::Row;
 use ripple_cli::run::{run, Cluster, RunOptions};
 use ripple_cli::source::Source;
 use ripple_dataflow::RippleConfig;
+use ripple_updates::consolidate::consolidate_triples;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::io::Write;
 use std::sync::{Arc, Mutex};
@@ -268,17 +269,14 @@ fn run_dd(computation: Computation, changes: &[EdgeChange]) -> Vec<Row> {
         edges.close();
         while worker.step_or_park(None) {}
     });
-    let mut rows = rows.lock().unwrap().clone();
-    rows.sort_by_key(|(v, t, _)| (*t, *v));
-    let mut consolidated: Vec<Row> = Vec::new();
-    for (v, t, r) in rows {
-        match consolidated.last_mut() {
-            Some(last) if last.0 == v && last.1 == t => last.2 += r,
-            _ => consolidated.push((v, t, r)),
-        }
-    }
-    consolidated.retain(|row| row.2 != 0);
-    consolidated
+    let mut by_time: Vec<(u64, Value, i64)> = rows
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|(v, t, r)| (*t, *v, *r))
+        .collect();
+    consolidate_triples(&mut by_time);
+    by_time.into_iter().map(|(t, v, r)| (v, t, r)).collect()
 }
 
 #[test]

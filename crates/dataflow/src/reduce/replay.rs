@@ -73,10 +73,10 @@ fn advance_and_consolidate<V: Ord, T: Time, R: Semigroup>(updates: &mut Vec<(V, 
     consolidate_triples(updates);
 }
 
-/// The corrections for one key: `input` and `output` are its histories (any order; `output`
-/// gains the corrections), `times` its new times (sorted, distinct, none at or beyond `upper`). Output corrections at
-/// times before `upper` go to `emit`; times at or beyond `upper` that will need examining go to
-/// `defer`.
+/// The corrections for one key: `history` and `output` are its input and output histories
+/// (any order; `output` gains the corrections), `times` its new times (sorted, distinct, none at
+/// or beyond `upper`). Corrections at times before `upper` go to `emit`; times at or beyond
+/// `upper` that will need examining go to `defer`.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn replay_key<'a, V, V2, T, R, R2>(
     history: &[(Ref<'a, V>, T, R)],
@@ -97,9 +97,6 @@ pub(crate) fn replay_key<'a, V, V2, T, R, R2>(
     R: Semigroup,
     R2: Semigroup + Abelian,
 {
-    let Some(first_meet) = times.iter().cloned().reduce(|a, b| a.meet(&b)) else {
-        return;
-    };
     let ReplayScratch {
         passed_input,
         passed_output,
@@ -111,6 +108,10 @@ pub(crate) fn replay_key<'a, V, V2, T, R, R2>(
         produced,
         suffix_meets: [input_meets, output_meets, time_meets],
     } = scratch;
+    suffix_meets(times, |t| t, time_meets);
+    let Some(first_meet) = time_meets.first().cloned() else {
+        return;
+    };
     // Only times at or after the meet of the new times are examined, so histories can be
     // advanced by it (into copies: `output` must keep its true times).
     input.clear();
@@ -129,11 +130,9 @@ pub(crate) fn replay_key<'a, V, V2, T, R, R2>(
     advanced.sort_unstable_by(|a, b| a.1.cmp(&b.1));
     suffix_meets(input, |u| &u.1, input_meets);
     suffix_meets(advanced, |u| &u.1, output_meets);
-    suffix_meets(times, |t| t, time_meets);
-    // `synthetic` is sorted descending: the least time is last.
-    for buffer in [&mut *examined, &mut *synthetic] {
-        buffer.clear();
-    }
+    examined.clear();
+    // Sorted descending: the least synthetic time is last.
+    synthetic.clear();
     passed_input.clear();
     passed_output.clear();
     produced.clear();
