@@ -85,6 +85,7 @@ impl<U: Update> MergeBatcher<U> {
         if cfg!(debug_assertions) {
             self.assert_not_before_lower(updates);
         }
+        self.chunker.adapt_to(self.byte_len());
         self.chunker.push(updates, &mut self.stash);
         self.insert_ready();
     }
@@ -142,7 +143,6 @@ impl<U: Update> MergeBatcher<U> {
     pub fn release_scratch(&mut self) {
         self.chunker.finish(&mut self.stash);
         self.insert_ready();
-        self.chunker.release();
         self.writer.release();
         self.keep_writer.release();
         self.stash.clear();

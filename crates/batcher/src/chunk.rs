@@ -1,9 +1,13 @@
 //! Chunks, the stash that recycles them, and the writer that fills them to size.
 //!
 //! A [`Chunk`] is a bounded run of updates, sorted strictly by `(key, val, time)` and
-//! consolidated (no zero diffs). Its size target is a number of serialized bytes
-//! (`chunk_bytes_max`, about 2 MiB by default), not a record count, so chunks of wide and narrow
-//! records weigh the same.
+//! consolidated (no zero diffs). Its size is measured in serialized bytes, not records, so
+//! chunks of wide and narrow records weigh the same. `chunk_bytes_max` (about 2 MiB by default)
+//! caps it. Below the cap a writer aims at [`chunk_target`]: about 1/64 of the output it is
+//! producing, and at least [`CHUNK_BYTES_MIN`]. A merge or split holds a few chunks beyond its
+//! data (the inputs' partly read heads and the output being filled), so chunks proportional to
+//! the data keep that overhead a small fraction of it at every size, while big outputs still get
+//! big chunks whose per-chunk costs vanish.
 //!
 //! Memory discipline. Every chunk knows the byte capacity of each of its leaf slices, and a
 //! chunk is only ever handed out when those capacities are at most 1.25x what it holds: either
@@ -12,6 +16,7 @@
 //! recycled chunk in place and ships it without a copy when it fits, which is the steady state
 //! for fixed-width records. Nothing reserves for the worst case.
 
+use ripple_updates::consolidate::rows_are_plain;
 use ripple_updates::{Update, Updates, UpdatesView};
 
 /// A sorted, consolidated run of updates, with the byte capacity of each leaf slice.
@@ -73,6 +78,22 @@ impl<U: Update> Chunk<U> {
     }
 }
 
+/// The smallest chunk a writer aims at below the cap: a few pages, so per-chunk costs
+/// (allocation, a passthrough test, a size check) stay small next to the copying.
+pub const CHUNK_BYTES_MIN: usize = 8 << 10;
+
+/// How many chunks an output of known size is cut into, at most (until chunks reach the minimum
+/// or the cap).
+pub const CHUNKS_PER_OUTPUT: usize = 64;
+
+/// The chunk size a writer aims at for an output of about `expected_bytes`, given the cap.
+pub fn chunk_target(expected_bytes: usize, chunk_bytes_max: usize) -> usize {
+    (expected_bytes / CHUNKS_PER_OUTPUT)
+        .max(CHUNK_BYTES_MIN)
+        .min(chunk_bytes_max)
+        .max(1)
+}
+
 /// Per-slice byte lengths of `view`.
 fn slice_lens<U: Update>(view: UpdatesView<'_, U>, lens: &mut Vec<usize>) {
     lens.clear();
@@ -103,21 +124,32 @@ impl<U: Update> Stash<U> {
         }
     }
 
-    /// Keeps the allocation of a consumed chunk, if there is room.
+    /// Keeps the allocation of a consumed chunk, in place of the oldest one kept if the stash
+    /// is full: the latest consumed chunks are the likeliest to match the chunks being written.
     pub fn recycle(&mut self, chunk: Chunk<U>) {
-        if self.buffers.len() < self.count_max {
-            let Chunk {
-                mut updates,
-                capacity,
-            } = chunk;
-            updates.clear();
-            self.buffers.push((updates, capacity));
+        if self.count_max == 0 {
+            return;
         }
+        if self.buffers.len() == self.count_max {
+            self.buffers.remove(0);
+        }
+        let Chunk {
+            mut updates,
+            capacity,
+        } = chunk;
+        updates.clear();
+        self.buffers.push((updates, capacity));
     }
 
-    /// An empty buffer with known capacities, if one is stashed.
-    fn take(&mut self) -> Option<(Updates<U>, Vec<usize>)> {
-        self.buffers.pop()
+    /// An empty stashed buffer for chunks of `target` bytes: at least half and at most 1.25x of
+    /// it in all. A larger one would ship underfilled (and be copied to size); a smaller one
+    /// would cut the output into small chunks.
+    fn take(&mut self, target: usize) -> Option<(Updates<U>, Vec<usize>)> {
+        let index = self.buffers.iter().rposition(|(_, capacity)| {
+            let bytes: usize = capacity.iter().sum();
+            bytes * 2 >= target && bytes * 4 <= target * 5
+        })?;
+        Some(self.buffers.swap_remove(index))
     }
 
     /// Drops every stashed buffer.
@@ -142,7 +174,7 @@ impl<U: Update> Stash<U> {
     }
 }
 
-/// Fills chunks of about `chunk_bytes_max` serialized bytes and ships them into a chain.
+/// Fills chunks of about [`chunk_target`] serialized bytes and ships them into a chain.
 ///
 /// Callers append to [`ChunkWriter::updates`], append at most [`ChunkWriter::room`] updates
 /// between calls to [`ChunkWriter::is_full`], and call [`ChunkWriter::flush`] when it is full and
@@ -153,10 +185,10 @@ pub struct ChunkWriter<U: Update> {
     /// Per-slice capacities of `updates` when it came from the stash and has not outgrown them.
     capacity: Option<Vec<usize>>,
     chunk_bytes_max: usize,
+    /// The size at which a chunk ships: `chunk_target(expected_bytes, chunk_bytes_max)`.
+    target: usize,
     /// Measure again when `updates.len()` reaches this.
     check_at: usize,
-    /// Bytes per update at the last measurement (at least 1).
-    update_bytes: usize,
     /// An upper bound on the bytes still to come, set by the caller: a fresh buffer never
     /// reserves beyond it, so small outputs do not reserve whole chunks.
     expected_bytes: usize,
@@ -164,24 +196,39 @@ pub struct ChunkWriter<U: Update> {
     /// doubling from empty, so its capacity is at most twice its length.
     fresh: bool,
     lens: Vec<usize>,
+    /// Per-slice byte lengths of an empty container.
+    empty_lens: Vec<usize>,
 }
 
 /// How many updates a fresh buffer holds before it is sized for a whole chunk: enough for a
-/// representative average size, few enough that the doubling before it costs nothing.
-const SAMPLE_LEN: usize = 32;
+/// representative average size, few enough that the doubling before it costs little. Updates
+/// of plain data (no heap in any field) all have the same size, so a handful is representative;
+/// strings and other variable-size data need a larger sample.
+const fn sample_len<U: Update>() -> usize {
+    if rows_are_plain::<U>() {
+        4
+    } else {
+        32
+    }
+}
 
 impl<U: Update> ChunkWriter<U> {
-    /// A writer of chunks of about `chunk_bytes_max` bytes (at least one update each).
+    /// A writer of chunks of at most about `chunk_bytes_max` bytes (at least one update each).
     pub fn new(chunk_bytes_max: usize) -> Self {
         Self {
             updates: Updates::default(),
             capacity: None,
             chunk_bytes_max,
+            target: chunk_bytes_max.max(1),
             check_at: 1,
-            update_bytes: usize::MAX,
             expected_bytes: usize::MAX,
             fresh: true,
             lens: Vec::new(),
+            empty_lens: {
+                let mut lens = Vec::new();
+                slice_lens(Updates::<U>::default().view(), &mut lens);
+                lens
+            },
         }
     }
 
@@ -198,9 +245,22 @@ impl<U: Update> ChunkWriter<U> {
     }
 
     /// Bounds the bytes this writer will be given until the next call (the size of the inputs
-    /// it is fed from); reservations stay within it.
+    /// it is fed from): reservations stay within it, and chunks aim at [`chunk_target`] of it.
+    /// Call it between outputs, when nothing is pending.
     pub fn expect_bytes(&mut self, bytes: usize) {
+        debug_assert!(
+            self.updates.is_empty(),
+            "expect_bytes with a chunk in progress"
+        );
         self.expected_bytes = bytes;
+        self.target = chunk_target(bytes, self.chunk_bytes_max);
+        // Checkpoints set for another target may overshoot this one: measure at the next push.
+        self.check_at = 1;
+    }
+
+    /// The size at which the chunk being filled ships.
+    pub fn target(&self) -> usize {
+        self.target
     }
 
     /// How many updates may be appended before `is_full` must be asked again (at least 1).
@@ -213,7 +273,7 @@ impl<U: Update> ChunkWriter<U> {
     #[inline]
     pub fn prepare(&mut self, stash: &mut Stash<U>) {
         if self.updates.is_empty() && self.capacity.is_none() {
-            if let Some((updates, capacity)) = stash.take() {
+            if let Some((updates, capacity)) = stash.take(self.target) {
                 self.updates = updates;
                 self.capacity = Some(capacity);
                 self.fresh = false;
@@ -232,43 +292,55 @@ impl<U: Update> ChunkWriter<U> {
         let len = self.updates.len();
         slice_lens(self.updates.view(), &mut self.lens);
         let bytes: usize = self.lens.iter().sum();
-        if bytes >= self.chunk_bytes_max {
+        if bytes >= self.target {
             return true;
         }
-        self.update_bytes = (bytes / len).max(1);
-        let mut room = (self.chunk_bytes_max - bytes) / self.update_bytes;
+        let update_bytes = (bytes / len).max(1);
+        let mut room = (self.target - bytes) / update_bytes;
         if self.fresh && self.capacity.is_none() {
-            if len < SAMPLE_LEN {
-                self.check_at = len + room.clamp(1, SAMPLE_LEN - len);
+            if len < sample_len::<U>() {
+                self.check_at = len + room.clamp(1, sample_len::<U>() - len);
                 return false;
             }
             // Size the buffer for the whole chunk now, proportionally to the sample, so that it
             // neither doubles past the chunk nor needs a copy to an exact size when it ships.
-            let expected_room = self.expected_bytes.saturating_sub(bytes) / self.update_bytes;
+            let expected_room = self.expected_bytes.saturating_sub(bytes) / update_bytes;
             let copies = room.min(expected_room) / len;
             if copies >= 3 {
                 self.updates.reserve_copies(copies);
-                self.capacity = Some(self.lens.iter().map(|len| len * (copies + 1)).collect());
+                let capacity = self.lens.iter().zip(&self.empty_lens);
+                let capacity = capacity.map(|(len, base)| base + (len - base) * (copies + 1));
+                self.capacity = Some(capacity.collect());
             }
             self.fresh = false;
         }
         if let Some(capacity) = &self.capacity {
-            // Stop before any slice outgrows the stashed buffer: a reallocation would both copy
-            // and double that slice. Approach the limit by halves, since update sizes vary.
-            for (len_bytes, cap) in self.lens.iter().zip(capacity) {
+            // Stop before any slice outgrows the buffer: a reallocation would both copy and
+            // double that slice.
+            for ((len_bytes, cap), base) in self.lens.iter().zip(capacity).zip(&self.empty_lens) {
                 if len_bytes > cap {
                     // Already outgrown (an update far larger than average): capacity is unknown.
                     self.capacity = None;
                     break;
                 }
-                let per_update = len_bytes.div_ceil(len).max(1);
+                // A slice's length is its empty length plus a share per update; a slice that has
+                // not grown (a count, the column of `()`) limits nothing.
+                let grown = len_bytes - base.min(len_bytes);
+                if grown == 0 {
+                    continue;
+                }
+                let per_update = grown.div_ceil(len);
                 room = room.min((cap - len_bytes) / per_update);
             }
             if self.capacity.is_some() {
                 if room == 0 {
                     return true;
                 }
-                room = room.div_ceil(2);
+                // Plain data has one size per update, so the room is exact; other data may
+                // vary, so approach the limit by halves.
+                if !rows_are_plain::<U>() {
+                    room = room.div_ceil(2);
+                }
             }
         }
         self.check_at = len + room.max(1);
@@ -281,8 +353,6 @@ impl<U: Update> ChunkWriter<U> {
             return;
         }
         slice_lens(self.updates.view(), &mut self.lens);
-        let bytes: usize = self.lens.iter().sum();
-        self.update_bytes = (bytes / self.updates.len()).max(1);
         match self.capacity.take() {
             Some(capacity) if fits(&self.lens, &capacity) => {
                 // The buffer is the right size: ship it as is.
@@ -303,7 +373,9 @@ impl<U: Update> ChunkWriter<U> {
             }
         }
         self.fresh = self.capacity.is_none();
-        self.check_at = (self.chunk_bytes_max / self.update_bytes).max(1);
+        // Measure at the next push: a fresh buffer must be sized after its sample (not grow by
+        // doubling to a whole chunk), and a stashed one must stop before outgrowing its slices.
+        self.check_at = 1;
     }
 
     /// Drops the writer's buffer (between seals, so idle batchers hold no scratch).

@@ -1,50 +1,69 @@
 //! The chunker: unsorted input updates in, sorted and consolidated chains out.
 //!
-//! Input accumulates until about one chunk's worth (`chunk_bytes_max`) is pending, then is
-//! sorted and consolidated (see `ripple_updates::consolidate` for the two paths: plain-data
-//! rows, or a permutation over columns). If consolidation leaves at least half, the sorted
-//! result is cut into chunks and emitted as one chain; otherwise it stays pending and absorbs
-//! more input, so heavy cancellation does not produce a stream of tiny chunks. All buffers are
-//! reused from one batch of input to the next.
+//! Input accumulates until a *pending limit* is reached, then is sorted and consolidated (see
+//! `ripple_updates::consolidate` for the two paths: plain-data rows, or a permutation over
+//! columns). If consolidation leaves at least half, the sorted result is cut into chunks and
+//! emitted as one chain; otherwise it stays pending and absorbs more input, so heavy
+//! cancellation does not produce a stream of tiny chunks. All buffers are reused from one batch
+//! of input to the next until `finish`.
+//!
+//! The pending limit follows the data the batcher holds ([`Chunker::adapt_to`]): an eighth of
+//! it, at least `CHUNK_BYTES_MIN` and at most one full chunk (`chunk_bytes_max`). Pending input
+//! and its sorted copy are the chunker's transient memory, so a limit proportional to the data
+//! keeps it a small fraction at every size, and big inputs still sort in big pieces.
 
 use crate::chain::Chain;
-use crate::chunk::{Chunk, ChunkWriter, Stash};
-use ripple_updates::consolidate::{consolidate_columns, consolidate_rows, rows_are_plain};
+use crate::chunk::{Chunk, ChunkWriter, Stash, CHUNK_BYTES_MIN};
+use ripple_updates::consolidate::{consolidate_order, consolidate_rows, rows_are_plain};
 use ripple_updates::update::Row;
 use ripple_updates::{Update, Updates, UpdatesView};
 
 /// Sorts and consolidates input into chains of chunks.
 pub struct Chunker<U: Update> {
     chunk_bytes_max: usize,
+    /// How many bytes of input may be pending before they are sorted.
+    pending_max: usize,
     /// Pending input, for plain-data updates.
     rows: Vec<Row<U>>,
-    /// How many rows make about one chunk.
+    /// How many rows make `pending_max` bytes.
     rows_max: usize,
     /// Pending input, for other updates.
     pending: Updates<U>,
-    /// Consolidated output of the column path, before it is cut into chunks.
-    sorted: Updates<U>,
-    /// Scratch permutation for the column path.
+    /// Scratch for the column path: the sorted survivors, as indices into `pending`.
     order: Vec<u32>,
+    /// Scratch for the column path: the survivors' summed diffs.
+    sums: Vec<U::Diff>,
     writer: ChunkWriter<U>,
     /// Chains ready to be taken.
     ready: Vec<Chain<U>>,
 }
 
 impl<U: Update> Chunker<U> {
-    /// A chunker that forms chunks of about `chunk_bytes_max` bytes.
+    /// A chunker that forms chunks of at most about `chunk_bytes_max` bytes.
     pub fn new(chunk_bytes_max: usize) -> Self {
-        let row_bytes = std::mem::size_of::<Row<U>>().max(1);
-        Self {
+        let mut chunker = Self {
             chunk_bytes_max,
+            pending_max: chunk_bytes_max,
             rows: Vec::new(),
-            rows_max: (chunk_bytes_max / row_bytes).max(1),
+            rows_max: 1,
             pending: Updates::default(),
-            sorted: Updates::default(),
             order: Vec::new(),
+            sums: Vec::new(),
             writer: ChunkWriter::new(chunk_bytes_max),
             ready: Vec::new(),
-        }
+        };
+        chunker.adapt_to(0);
+        chunker
+    }
+
+    /// Sets the pending limit for a batcher that holds `held_bytes` of sorted data.
+    pub fn adapt_to(&mut self, held_bytes: usize) {
+        self.pending_max = (held_bytes / 8)
+            .max(CHUNK_BYTES_MIN)
+            .min(self.chunk_bytes_max)
+            .max(1);
+        let row_bytes = std::mem::size_of::<Row<U>>().max(1);
+        self.rows_max = (self.pending_max / row_bytes).max(1);
     }
 
     /// Accepts a container of updates, in any order.
@@ -52,7 +71,11 @@ impl<U: Update> Chunker<U> {
         if rows_are_plain::<U>() {
             let mut index = 0;
             while index < input.len() {
-                let take = (self.rows_max - self.rows.len()).min(input.len() - index);
+                let take = self
+                    .rows_max
+                    .saturating_sub(self.rows.len())
+                    .max(1)
+                    .min(input.len() - index);
                 self.rows
                     .extend((index..index + take).map(|i| input.row(i)));
                 index += take;
@@ -72,24 +95,26 @@ impl<U: Update> Chunker<U> {
                     bytes / self.pending.len()
                 }
                 .max(1);
-                let room = (self.chunk_bytes_max.saturating_sub(bytes) / update_bytes).max(1);
+                let room = (self.pending_max.saturating_sub(bytes) / update_bytes).max(1);
                 let end = input.len().min(index + room);
                 self.pending.extend_from(input, index..end);
                 index = end;
-                if self.pending.byte_len() >= self.chunk_bytes_max {
+                if self.pending.byte_len() >= self.pending_max {
                     self.form_columns(false, stash);
                 }
             }
         }
     }
 
-    /// Sorts and emits whatever is pending, however little.
+    /// Sorts and emits whatever is pending, however little, and drops the scratch buffers, so
+    /// they do not sit beside the merges and the split that follow a seal.
     pub fn finish(&mut self, stash: &mut Stash<U>) {
         if rows_are_plain::<U>() {
             self.form_rows(true, stash);
         } else {
             self.form_columns(true, stash);
         }
+        self.release();
     }
 
     /// Takes the chains formed so far.
@@ -111,9 +136,14 @@ impl<U: Update> Chunker<U> {
         let mut chunks = Vec::new();
         self.writer
             .expect_bytes(self.rows.len() * std::mem::size_of::<Row<U>>());
-        for (k, v, t, r) in self.rows.iter() {
+        let mut index = 0;
+        while index < self.rows.len() {
             self.writer.prepare(stash);
-            self.writer.updates().push(k, v, t, r);
+            let end = self.rows.len().min(index + self.writer.room());
+            self.writer
+                .updates()
+                .extend_from_rows(&self.rows[index..end]);
+            index = end;
             if self.writer.is_full() {
                 self.writer.flush(&mut chunks, stash);
             }
@@ -125,30 +155,53 @@ impl<U: Update> Chunker<U> {
 
     fn form_columns(&mut self, finishing: bool, stash: &mut Stash<U>) {
         let before = self.pending.len();
-        self.sorted.clear();
-        consolidate_columns(self.pending.view(), &mut self.order, &mut self.sorted);
-        self.pending.clear();
-        if self.sorted.is_empty() || (!finishing && self.sorted.len() < before / 2) {
-            // Keep accumulating on top of what survived.
-            std::mem::swap(&mut self.pending, &mut self.sorted);
+        if before == 0 {
             return;
         }
-        let view = self.sorted.view();
+        // Sort and sum by index: the survivors are written from `pending` straight into chunks,
+        // with no sorted copy of the whole pending input in between.
+        consolidate_order(self.pending.view(), &mut self.order, &mut self.sums);
+        let kept = self.order.len();
+        if kept == 0 || (!finishing && kept < before / 2) {
+            // Keep accumulating on top of what survived (at most half of the pending input).
+            let mut survivors = Updates::default();
+            self.write_survivors(&mut survivors);
+            self.pending = survivors;
+            return;
+        }
+        let bytes = self.pending.byte_len();
+        let kept_bytes = (bytes as u128 * kept as u128 / before as u128) as usize;
         let mut chunks = Vec::new();
-        self.writer.expect_bytes(view.byte_len());
-        let mut index = 0;
-        while index < view.len() {
+        // Update sizes vary, so allow the survivors some slack over their proportional share.
+        self.writer.expect_bytes(kept_bytes + kept_bytes / 8);
+        let view = self.pending.view();
+        let mut survivor = 0;
+        while survivor < kept {
             self.writer.prepare(stash);
-            let end = view.len().min(index + self.writer.room());
-            self.writer.updates().extend_from(view, index..end);
-            index = end;
+            let end = kept.min(survivor + self.writer.room());
+            let output = self.writer.updates();
+            for (&index, diff) in self.order[survivor..end]
+                .iter()
+                .zip(&self.sums[survivor..end])
+            {
+                output.push_from_with_diff(view, index as usize, diff);
+            }
+            survivor = end;
             if self.writer.is_full() {
                 self.writer.flush(&mut chunks, stash);
             }
         }
         self.writer.flush(&mut chunks, stash);
-        self.sorted.clear();
+        self.pending.clear();
         self.emit(chunks);
+    }
+
+    /// Appends the survivors of the last consolidation, in order, to `output`.
+    fn write_survivors(&self, output: &mut Updates<U>) {
+        let view = self.pending.view();
+        for (&index, diff) in self.order.iter().zip(&self.sums) {
+            output.push_from_with_diff(view, index as usize, diff);
+        }
     }
 
     fn emit(&mut self, chunks: Vec<Chunk<U>>) {
@@ -162,8 +215,8 @@ impl<U: Update> Chunker<U> {
         debug_assert_eq!(self.pending_len(), 0, "release with pending updates");
         self.rows = Vec::new();
         self.pending = Updates::default();
-        self.sorted = Updates::default();
         self.order = Vec::new();
+        self.sums = Vec::new();
         self.writer.release();
     }
 }

@@ -6,9 +6,11 @@
 //! common case on interleaved keys, costs one extra comparison. Equal `(key, val, time)` triples
 //! are consolidated: their diffs are added and a zero sum is dropped.
 //!
-//! Whole-chunk passthrough: when nothing is pending in the output and the remainder of a chunk
-//! that has not been started sorts strictly before the other side's head, the chunk moves to the
-//! output as it is, without a comparison per update or a byte copied. Strictly: a chunk whose
+//! Whole-chunk passthrough: when a chunk that has not been started sorts strictly before the
+//! other side's head, the writer ships what it holds (a chunk below its target, which sorts
+//! before) and the chunk moves to the output as it is, without a comparison per update or a byte
+//! copied. Runs that span chunks (long key ranges owned by one side) thus cost one partial chunk
+//! at each switch of sides, and every whole chunk inside them moves for free. Strictly: a chunk whose
 //! last update equals the other head must go through the consolidating path, or the equal pair
 //! would end up in two chunks unconsolidated. Once one side is exhausted, the other side's
 //! current chunk is copied and its remaining chunks pass through.
@@ -97,21 +99,20 @@ pub fn merge<U: Update>(
         let view_a = chunk_a.view();
         let view_b = chunk_b.view();
 
-        if writer.is_empty() {
-            if a.position == 0
-                && view_a.cmp_at(view_a.len() - 1, &view_b, b.position) == Ordering::Less
-            {
-                output.push(a.head.take().expect("head matched above"));
-                a.head = a.rest.next();
-                continue;
-            }
-            if b.position == 0
-                && view_b.cmp_at(view_b.len() - 1, &view_a, a.position) == Ordering::Less
-            {
-                output.push(b.head.take().expect("head matched above"));
-                b.head = b.rest.next();
-                continue;
-            }
+        if a.position == 0 && view_a.cmp_at(view_a.len() - 1, &view_b, b.position) == Ordering::Less
+        {
+            // Ship what the writer holds (it all sorts before this chunk), then the chunk.
+            writer.flush(&mut output, stash);
+            output.push(a.head.take().expect("head matched above"));
+            a.head = a.rest.next();
+            continue;
+        }
+        if b.position == 0 && view_b.cmp_at(view_b.len() - 1, &view_a, a.position) == Ordering::Less
+        {
+            writer.flush(&mut output, stash);
+            output.push(b.head.take().expect("head matched above"));
+            b.head = b.rest.next();
+            continue;
         }
 
         writer.prepare(stash);
@@ -127,7 +128,8 @@ pub fn merge<U: Update>(
     // remaining chunks through.
     for side in [&mut a, &mut b] {
         if let Some(chunk) = side.head.take() {
-            if side.position == 0 && writer.is_empty() {
+            if side.position == 0 {
+                writer.flush(&mut output, stash);
                 output.push(chunk);
             } else {
                 let view = chunk.view();
@@ -153,13 +155,12 @@ pub fn merge<U: Update>(
 /// Merges from two chunks into the writer until one chunk is consumed or the writer is full.
 /// Returns true when the writer is full.
 ///
-/// The ordering of the two heads is carried from one step to the next, so an update costs one
-/// comparison and one push per column. Only after `GALLOP_AFTER` consecutive updates from the
-/// same side does the merge gallop and copy the rest of the run in bulk: on interleaved keys
-/// runs are short and a search would cost more than it saves.
-///
-/// The `Less` and `Greater` arms mirror each other on purpose: each reuses the comparison it
-/// has just made to decide whether to gallop, which a shared helper would repeat.
+/// On interleaved keys which side comes next is a coin flip, and a branch on it mispredicts
+/// half the time. So an update costs one comparison and one select-and-push per column
+/// ([`Updates::push_either`](ripple_updates::Updates::push_either)), and the positions advance
+/// arithmetically; only equal triples (consolidation) and long runs take branches. After
+/// `GALLOP_AFTER` consecutive updates from the same side the merge gallops and copies the rest of
+/// the run in bulk: on interleaved keys runs are short and a search would cost more than it saves.
 #[inline]
 fn merge_chunks<'a, U: Update>(
     a: UpdatesView<'a, U>,
@@ -170,57 +171,49 @@ fn merge_chunks<'a, U: Update>(
 ) -> bool {
     let (mut i, mut j) = (*position_a, *position_b);
     let (len_a, len_b) = (a.len(), b.len());
-    let mut ordering = a.cmp_at(i, &b, j);
     // Consecutive updates taken from the same side: positive for `a`, negative for `b`.
     let mut streak: isize = 0;
     let full = loop {
-        match ordering {
-            Ordering::Less => {
-                writer.updates().push_from(a, i);
-                i += 1;
-                streak = streak.max(0) + 1;
-                if i < len_a {
-                    ordering = a.cmp_at(i, &b, j);
-                    if ordering == Ordering::Less && streak >= GALLOP_AFTER && writer.room() > 1 {
+        let ordering = a.cmp_at(i, &b, j);
+        if ordering == Ordering::Equal {
+            streak = 0;
+            let mut diff = U::Diff::into_owned(a.diff(i));
+            diff.plus_equals_ref(b.diff(j));
+            if !diff.is_zero() {
+                writer.updates().push_from_with_diff(a, i, &diff);
+            }
+            i += 1;
+            j += 1;
+        } else {
+            let take_a = ordering == Ordering::Less;
+            writer.updates().push_either(a, i, b, j, take_a);
+            i += take_a as usize;
+            j += !take_a as usize;
+            // Branch-free streak: extend it in the direction taken, restart on a switch.
+            let step: isize = if take_a { 1 } else { -1 };
+            streak = if (streak > 0) == take_a {
+                streak + step
+            } else {
+                step
+            };
+            if streak.unsigned_abs() >= GALLOP_AFTER as usize
+                && writer.room() > 1
+                && i < len_a
+                && j < len_b
+            {
+                streak = 0;
+                if take_a {
+                    if a.cmp_at(i, &b, j) == Ordering::Less {
                         let upper = len_a.min(i + writer.room() - 1);
                         let end = gallop(i, upper, |x| a.cmp_at(x, &b, j) == Ordering::Less);
                         writer.updates().extend_from(a, i..end);
                         i = end;
-                        if i < len_a {
-                            ordering = a.cmp_at(i, &b, j);
-                        }
                     }
-                }
-            }
-            Ordering::Greater => {
-                writer.updates().push_from(b, j);
-                j += 1;
-                streak = streak.min(0) - 1;
-                if j < len_b {
-                    ordering = a.cmp_at(i, &b, j);
-                    if ordering == Ordering::Greater && -streak >= GALLOP_AFTER && writer.room() > 1
-                    {
-                        let upper = len_b.min(j + writer.room() - 1);
-                        let end = gallop(j, upper, |y| b.cmp_at(y, &a, i) == Ordering::Less);
-                        writer.updates().extend_from(b, j..end);
-                        j = end;
-                        if j < len_b {
-                            ordering = a.cmp_at(i, &b, j);
-                        }
-                    }
-                }
-            }
-            Ordering::Equal => {
-                streak = 0;
-                let mut diff = U::Diff::into_owned(a.diff(i));
-                diff.plus_equals_ref(b.diff(j));
-                if !diff.is_zero() {
-                    writer.updates().push_from_with_diff(a, i, &diff);
-                }
-                i += 1;
-                j += 1;
-                if i < len_a && j < len_b {
-                    ordering = a.cmp_at(i, &b, j);
+                } else if b.cmp_at(j, &a, i) == Ordering::Less {
+                    let upper = len_b.min(j + writer.room() - 1);
+                    let end = gallop(j, upper, |y| b.cmp_at(y, &a, i) == Ordering::Less);
+                    writer.updates().extend_from(b, j..end);
+                    j = end;
                 }
             }
         }

@@ -258,3 +258,51 @@ fn partial_order_frontier_is_an_antichain() {
         .iter()
         .all(|t| !t.less_than(&Product::new(0, 0))));
 }
+
+/// Sealed chains of a big push cycle are cut into chunks near their target size, whatever the
+/// record type: a column whose slices do not grow per update (the `()` of unkeyed strings) must
+/// not make the writers ship chunks of one update.
+fn check_chunks_fill<U: Update<Time = u64, Diff = i64>>(rows: Vec<Row<U>>) {
+    let mut batcher = MergeBatcher::<U>::new(BatcherConfig::default());
+    for round in rows.chunks(rows.len() / 50 + 1) {
+        batcher.push_updates(&Updates::from_rows(round.iter()));
+    }
+    let sealed = batcher.seal(Antichain::from_elem(2).borrow());
+    let kept = batcher.seal(Antichain::new().borrow());
+    for chain in [&sealed, &kept] {
+        chain.check_invariants();
+        let bytes = chain.byte_len();
+        assert!(
+            bytes > 256 << 10,
+            "the test needs several chunks' worth ({bytes} bytes)"
+        );
+        assert!(
+            chain.chunks().len() <= bytes / (2 << 10) + 1,
+            "{} chunks for {bytes} bytes",
+            chain.chunks().len()
+        );
+    }
+    assert_eq!(
+        model::<U>(&[sealed.to_rows(), kept.to_rows()].concat()),
+        model::<U>(&rows)
+    );
+}
+
+#[test]
+fn chunks_fill_to_their_target() {
+    let mut state = 0x9E37_79B9_7F4A_7C15u64;
+    let mut next = move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    let ints: Vec<Row<IntU>> = (0..20_000)
+        .map(|_| (next() % 80_000, next() % 4, next() % 4, 1))
+        .collect();
+    check_chunks_fill::<IntU>(ints);
+    let strings: Vec<Row<StrU>> = (0..20_000)
+        .map(|_| (format!("{:024}", next() % 80_000), (), next() % 4, 1))
+        .collect();
+    check_chunks_fill::<StrU>(strings);
+}

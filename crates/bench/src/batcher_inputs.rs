@@ -142,6 +142,8 @@ pub trait Record {
     fn payload_bytes(key: &Self::Key) -> usize;
     /// A hash of a key and value, for comparing the two engines' outputs.
     fn hash(key: &Self::Key, val: &Self::Val) -> u64;
+    /// Bytes a key owns on the heap (a string's allocation).
+    fn heap_bytes(key: &Self::Key) -> usize;
 }
 
 /// `((u64, u64), u64, i64)` records.
@@ -162,6 +164,9 @@ impl Record for IntRecord {
     fn hash(key: &u64, val: &u64) -> u64 {
         mix(mix(0, *key), *val)
     }
+    fn heap_bytes(_key: &u64) -> usize {
+        0
+    }
 }
 
 impl Record for StringRecord {
@@ -179,6 +184,9 @@ impl Record for StringRecord {
     }
     fn hash(key: &String, _val: &()) -> u64 {
         key.bytes().fold(0, |hash, byte| mix(hash, byte as u64))
+    }
+    fn heap_bytes(key: &String) -> usize {
+        key.capacity()
     }
 }
 

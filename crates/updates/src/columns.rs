@@ -124,6 +124,37 @@ impl<U: Update> Updates<U> {
         self.diffs.push(diff);
     }
 
+    /// Appends update `i` of `a` if `take_a`, else update `j` of `b`. Both indices must be in
+    /// bounds. Each column reads both candidates and selects, so the merge's unpredictable
+    /// choice between its inputs can compile to conditional moves instead of a branch.
+    #[inline(always)]
+    pub fn push_either<'a>(
+        &mut self,
+        a: UpdatesView<'a, U>,
+        i: usize,
+        b: UpdatesView<'a, U>,
+        j: usize,
+        take_a: bool,
+    ) {
+        let (key_a, key_b) = (a.keys.get(i), b.keys.get(j));
+        self.keys.push(if take_a { key_a } else { key_b });
+        let (val_a, val_b) = (a.vals.get(i), b.vals.get(j));
+        self.vals.push(if take_a { val_a } else { val_b });
+        let (time_a, time_b) = (a.times.get(i), b.times.get(j));
+        self.times.push(if take_a { time_a } else { time_b });
+        let (diff_a, diff_b) = (a.diffs.get(i), b.diffs.get(j));
+        self.diffs.push(if take_a { diff_a } else { diff_b });
+    }
+
+    /// Appends owned rows, one pass per column.
+    #[inline]
+    pub fn extend_from_rows(&mut self, rows: &[Row<U>]) {
+        self.keys.extend(rows.iter().map(|row| &row.0));
+        self.vals.extend(rows.iter().map(|row| &row.1));
+        self.times.extend(rows.iter().map(|row| &row.2));
+        self.diffs.extend(rows.iter().map(|row| &row.3));
+    }
+
     /// Appends `view[range]`, one bulk copy per leaf column.
     #[inline]
     pub fn extend_from(&mut self, view: UpdatesView<'_, U>, range: Range<usize>) {
@@ -148,16 +179,20 @@ impl<U: Update> Updates<U> {
     /// its length and `copies >= 3`, each slice's capacity becomes exactly `copies + 1` times its
     /// length (`Vec::reserve` allocates exactly what is asked once that exceeds double).
     pub fn reserve_copies(&mut self, copies: usize) {
-        let sample = self.clone();
-        let view = sample.view();
-        self.keys
-            .reserve_for(std::iter::repeat_n(view.keys, copies));
-        self.vals
-            .reserve_for(std::iter::repeat_n(view.vals, copies));
-        self.times
-            .reserve_for(std::iter::repeat_n(view.times, copies));
-        self.diffs
-            .reserve_for(std::iter::repeat_n(view.diffs, copies));
+        /// Moves `column` into a new allocation sized for `copies + 1` times its contents:
+        /// one allocation and one copy of the sample, where a clone-then-reserve takes two.
+        fn resize<C: Container>(column: &mut C, copies: usize) {
+            let sample = std::mem::take(column);
+            let len = sample.len();
+            let mut sized = C::default();
+            sized.reserve_for(std::iter::repeat_n(sample.borrow(), copies + 1));
+            sized.extend_from_self(sample.borrow(), 0..len);
+            *column = sized;
+        }
+        resize(&mut self.keys, copies);
+        resize(&mut self.vals, copies);
+        resize(&mut self.times, copies);
+        resize(&mut self.diffs, copies);
     }
 
     /// Removes all updates, keeping the allocations.

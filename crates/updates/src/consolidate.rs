@@ -51,7 +51,10 @@ pub fn consolidate_sorted_rows<U: Update>(rows: &mut Vec<Row<U>>) {
             if !rows[write].3.is_zero() {
                 write += 1;
             }
-            rows.swap(write, read);
+            // On distinct, non-cancelling rows `write` keeps up with `read`: no move at all.
+            if write != read {
+                rows.swap(write, read);
+            }
         }
     }
     if !rows[write].3.is_zero() {
@@ -60,24 +63,40 @@ pub fn consolidate_sorted_rows<U: Update>(rows: &mut Vec<Row<U>>) {
     rows.truncate(write);
 }
 
-/// Appends the consolidation of `view` to `output`, using `order` as scratch space.
-///
-/// `order` is a permutation of `0..view.len()` on return; it is passed in so callers can reuse
-/// its allocation.
+/// Appends the consolidation of `view` to `output`, using `order` and `sums` as scratch space
+/// (passed in so callers can reuse their allocations).
 pub fn consolidate_columns<U: Update>(
     view: UpdatesView<'_, U>,
     order: &mut Vec<u32>,
+    sums: &mut Vec<U::Diff>,
     output: &mut Updates<U>,
+) {
+    consolidate_order(view, order, sums);
+    for (&index, diff) in order.iter().zip(sums.iter()) {
+        output.push_from_with_diff(view, index as usize, diff);
+    }
+}
+
+/// The consolidation of `view` as indices into it: on return `order[i]` is the first update of
+/// the `i`-th distinct `(key, val, time)` in sorted order and `sums[i]` its non-zero total diff.
+/// Nothing is copied out of the columns, so callers can write the survivors wherever they go.
+pub fn consolidate_order<U: Update>(
+    view: UpdatesView<'_, U>,
+    order: &mut Vec<u32>,
+    sums: &mut Vec<U::Diff>,
 ) {
     assert!(
         view.len() <= u32::MAX as usize,
-        "consolidate_columns: {} updates exceed the u32 permutation",
+        "consolidate_order: {} updates exceed the u32 permutation",
         view.len()
     );
     order.clear();
+    sums.clear();
     order.extend(0..view.len() as u32);
     order.sort_unstable_by(|&a, &b| view.cmp_at(a as usize, &view, b as usize));
 
+    // Survivors are compacted to the front of `order`: `kept` never passes `position`.
+    let mut kept = 0;
     let mut position = 0;
     while position < order.len() {
         let first = order[position] as usize;
@@ -90,9 +109,12 @@ pub fn consolidate_columns<U: Update>(
             position += 1;
         }
         if !diff.is_zero() {
-            output.push_from_with_diff(view, first, &diff);
+            order[kept] = first as u32;
+            sums.push(diff);
+            kept += 1;
         }
     }
+    order.truncate(kept);
 }
 
 /// Consolidates `updates` in place, choosing the row or column path by type.
@@ -106,7 +128,12 @@ pub fn consolidate<U: Update>(updates: &mut Updates<U>) {
         }
     } else {
         let mut output = Updates::default();
-        consolidate_columns(updates.view(), &mut Vec::new(), &mut output);
+        consolidate_columns(
+            updates.view(),
+            &mut Vec::new(),
+            &mut Vec::new(),
+            &mut output,
+        );
         *updates = output;
     }
 }
@@ -196,7 +223,7 @@ mod tests {
             type U = (u64, u64, u64, i64);
             let updates = Updates::<U>::from_rows(rows.iter());
             let mut by_columns = Updates::default();
-            consolidate_columns(updates.view(), &mut Vec::new(), &mut by_columns);
+            consolidate_columns(updates.view(), &mut Vec::new(), &mut Vec::new(), &mut by_columns);
             let mut by_rows = rows.clone();
             consolidate_rows::<U>(&mut by_rows);
             prop_assert_eq!(by_columns.to_rows(), by_rows);
