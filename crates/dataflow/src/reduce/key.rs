@@ -65,9 +65,14 @@ pub(crate) fn reduce_key<'a, V, V2, T, R, R2>(
     times.extend_from_slice(new_times);
     times.sort_unstable();
     times.dedup();
-    input.sort_unstable_by(|a, b| a.1.cmp(&b.1));
-    output.sort_unstable_by(|a, b| a.1.cmp(&b.1));
-    if !is_totally_ordered(input, output, times) {
+    // A time incomparable with the first new time settles it without sorting the histories
+    // (the replay sorts its own, advanced copies): the common case inside iterations.
+    let partial = has_incomparable(input, output, times) || {
+        input.sort_unstable_by(|a, b| a.1.cmp(&b.1));
+        output.sort_unstable_by(|a, b| a.1.cmp(&b.1));
+        !is_totally_ordered(input, output, times)
+    };
+    if partial {
         replay_key(
             input,
             output,
@@ -140,6 +145,22 @@ pub(crate) fn reduce_key<'a, V, V2, T, R, R2>(
             emit(val, time, diff);
         }
     }
+}
+
+/// Whether some time of the lists is incomparable with the first of `times` (a quick, partial
+/// test: `false` does not mean the times are totally ordered).
+fn has_incomparable<A, B, T: Time, R, R2>(
+    input: &[(A, T, R)],
+    output: &[(B, T, R2)],
+    times: &[T],
+) -> bool {
+    let Some(first) = times.first() else {
+        return false;
+    };
+    let incomparable = |t: &T| !t.less_equal(first) && !first.less_equal(t);
+    times.iter().any(incomparable)
+        || input.iter().any(|u| incomparable(&u.1))
+        || output.iter().any(|u| incomparable(&u.1))
 }
 
 /// Whether the times of the three lists (each sorted by time) are totally ordered: their

@@ -14,7 +14,7 @@
 //!   synthesised join, or at least an already examined time; other history times just pass.
 
 use columnar::Ref;
-use ripple_updates::consolidate::{consolidate_pairs, consolidate_triples};
+use ripple_updates::consolidate::consolidate_pairs;
 use ripple_updates::{Abelian, AntichainRef, Data, Semigroup, Time};
 
 /// Buffers reused across keys.
@@ -65,12 +65,92 @@ fn meet_into<T: Time>(meet: &mut Option<T>, time: Option<&T>) {
     }
 }
 
-/// Joins every time with `meet`, then sorts by `(value, time)` and adds up equal pairs.
-fn advance_and_consolidate<V: Ord, T: Time, R: Semigroup>(updates: &mut Vec<(V, T, R)>, meet: &T) {
-    for update in updates.iter_mut() {
-        update.1.join_assign(meet);
+/// Adds `update` to `passed`, which is sorted by `(value, time)` with no zero diff and no
+/// repeated pair, and stays so.
+fn insert_passed<V: Ord, T: Time, R: Semigroup>(passed: &mut Vec<(V, T, R)>, update: (V, T, R)) {
+    match passed.binary_search_by(|probe| (&probe.0, &probe.1).cmp(&(&update.0, &update.1))) {
+        Ok(index) => {
+            passed[index].2.plus_equals(&update.2);
+            if passed[index].2.is_zero() {
+                passed.remove(index);
+            }
+        }
+        Err(index) => {
+            if !update.2.is_zero() {
+                passed.insert(index, update);
+            }
+        }
     }
-    consolidate_triples(updates);
+}
+
+/// Joins every time of `passed` (sorted by `(value, time)`, consolidated) with `meet` and
+/// restores the order, adding up pairs that became equal. Joining leaves values in order, so
+/// only the times within each value's run may need sorting, and nothing moves if no time changed.
+fn advance_passed<V: Ord, T: Time, R: Semigroup>(passed: &mut Vec<(V, T, R)>, meet: &T) {
+    let mut changed = false;
+    for update in passed.iter_mut() {
+        if !meet.less_equal(&update.1) {
+            update.1.join_assign(meet);
+            changed = true;
+        }
+    }
+    if !changed {
+        return;
+    }
+    let mut start = 0;
+    while start < passed.len() {
+        let end = start + passed[start..].partition_point(|u| u.0 == passed[start].0);
+        let run = &mut passed[start..end];
+        if !run.is_sorted_by(|a, b| a.1 <= b.1) {
+            run.sort_unstable_by(|a, b| a.1.cmp(&b.1));
+        }
+        start = end;
+    }
+    // Add up equal pairs (now adjacent) and drop zero sums.
+    let mut kept = 0;
+    for index in 0..passed.len() {
+        if kept > 0
+            && passed[kept - 1].0 == passed[index].0
+            && passed[kept - 1].1 == passed[index].1
+        {
+            let diff = passed[index].2.clone();
+            passed[kept - 1].2.plus_equals(&diff);
+            if passed[kept - 1].2.is_zero() {
+                kept -= 1;
+            }
+        } else {
+            passed.swap(kept, index);
+            kept += 1;
+        }
+    }
+    passed.truncate(kept);
+}
+
+/// The accumulation at `now` of `passed` (sorted by `(value, time)`): per value, the sum of
+/// the diffs at times `<= now`, sorted by value, zero sums left out. No sorting needed.
+fn accumulate_passed<V: Clone + Eq, T: Time, R: Semigroup>(
+    passed: &[(V, T, R)],
+    now: &T,
+    accumulation: &mut Vec<(V, R)>,
+) {
+    accumulation.clear();
+    let mut index = 0;
+    while index < passed.len() {
+        let value = &passed[index].0;
+        let mut sum: Option<R> = None;
+        while index < passed.len() && passed[index].0 == *value {
+            if passed[index].1.less_equal(now) {
+                match &mut sum {
+                    Some(sum) => sum.plus_equals(&passed[index].2),
+                    None => sum = Some(passed[index].2.clone()),
+                }
+            }
+            index += 1;
+        }
+        if let Some(sum) = sum.filter(|sum| !sum.is_zero()) {
+            accumulation.push((value.clone(), sum));
+        }
+    }
 }
 
 /// The corrections for one key: `history` and `output` are its input and output histories
@@ -150,11 +230,11 @@ pub(crate) fn replay_key<'a, V, V2, T, R, R2>(
             break;
         };
         while next_input < input.len() && input[next_input].1 == now {
-            passed_input.push(input[next_input].clone());
+            insert_passed(passed_input, input[next_input].clone());
             next_input += 1;
         }
         while next_output < advanced.len() && advanced[next_output].1 == now {
-            passed_output.push(advanced[next_output].clone());
+            insert_passed(passed_output, advanced[next_output].clone());
             next_output += 1;
         }
         let mut interesting = false;
@@ -195,22 +275,8 @@ pub(crate) fn replay_key<'a, V, V2, T, R, R2>(
 
             if interesting {
                 examined.push(now.clone());
-                input_acc.clear();
-                input_acc.extend(
-                    passed_input
-                        .iter()
-                        .filter(|u| u.1.less_equal(&now))
-                        .map(|u| (u.0, u.2.clone())),
-                );
-                consolidate_pairs(input_acc);
-                output_acc.clear();
-                output_acc.extend(
-                    passed_output
-                        .iter()
-                        .filter(|u| u.1.less_equal(&now))
-                        .map(|u| (u.0.clone(), u.2.clone())),
-                );
-                consolidate_pairs(output_acc);
+                accumulate_passed(passed_input, &now, input_acc);
+                accumulate_passed(passed_output, &now, output_acc);
                 desired.clear();
                 if !input_acc.is_empty() {
                     logic(input_acc, desired);
@@ -219,7 +285,7 @@ pub(crate) fn replay_key<'a, V, V2, T, R, R2>(
                 corrections(desired, output_acc, |val, diff| {
                     emit(&val, &now, &diff);
                     produced.push((val.clone(), now.clone(), diff.clone()));
-                    passed_output.push((val, now.clone(), diff));
+                    insert_passed(passed_output, (val, now.clone(), diff));
                 });
             }
         } else if interesting {
@@ -236,8 +302,8 @@ pub(crate) fn replay_key<'a, V, V2, T, R, R2>(
         }
         if let Some(advanced) = &next_meet {
             if meet.as_ref() != Some(advanced) {
-                advance_and_consolidate(passed_input, advanced);
-                advance_and_consolidate(passed_output, advanced);
+                advance_passed(passed_input, advanced);
+                advance_passed(passed_output, advanced);
                 for time in examined.iter_mut() {
                     time.join_assign(advanced);
                 }
@@ -285,6 +351,66 @@ pub(crate) fn corrections<V2: Data, R2: Semigroup + Abelian>(
                 d += 1;
                 c += 1;
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use ripple_updates::consolidate::consolidate_triples;
+    use ripple_updates::{Lattice, PartialOrder, Product};
+
+    type Time = Product<u64, u32>;
+
+    fn updates() -> impl Strategy<Value = Vec<(u8, Time, i64)>> {
+        proptest::collection::vec(
+            (0u8..4, 0u64..4, 0u32..4, -2i64..3)
+                .prop_map(|(v, outer, inner, r)| (v, Product::new(outer, inner), r)),
+            0..40,
+        )
+    }
+
+    fn passed_of(updates: &[(u8, Time, i64)]) -> Vec<(u8, Time, i64)> {
+        let mut passed = Vec::new();
+        for update in updates {
+            insert_passed(&mut passed, *update);
+        }
+        passed
+    }
+
+    proptest! {
+        /// The sorted passed list, its advance by a meet and its accumulations agree with
+        /// sorting and consolidating from scratch.
+        #[test]
+        fn passed_updates_match_consolidation(
+            updates in updates(),
+            meet in (0u64..4, 0u32..4),
+            now in (0u64..4, 0u32..4),
+        ) {
+            let mut expected = updates.clone();
+            consolidate_triples(&mut expected);
+            let mut passed = passed_of(&updates);
+            prop_assert_eq!(&passed, &expected);
+
+            let meet = Product::new(meet.0, meet.1);
+            advance_passed(&mut passed, &meet);
+            let mut advanced: Vec<_> =
+                updates.iter().map(|(v, t, r)| (*v, t.join(&meet), *r)).collect();
+            consolidate_triples(&mut advanced);
+            prop_assert_eq!(&passed, &advanced);
+
+            let now = Product::new(now.0, now.1);
+            let mut accumulation = Vec::new();
+            accumulate_passed(&passed, &now, &mut accumulation);
+            let mut expected: Vec<(u8, i64)> = advanced
+                .iter()
+                .filter(|(_, t, _)| t.less_equal(&now))
+                .map(|(v, _, r)| (*v, *r))
+                .collect();
+            consolidate_pairs(&mut expected);
+            prop_assert_eq!(accumulation, expected);
         }
     }
 }
