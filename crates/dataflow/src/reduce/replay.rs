@@ -10,8 +10,10 @@
 //! - **Lazy closure.** A time needs examining only if it is the join of a new time with other
 //!   times. In sorted order a join is never before its parts, so joins are formed when their
 //!   later part is reached, against the (small, advanced) passed updates only.
-//! - **Interesting times only.** A time is examined (`logic` runs) only if it is a new time, a
-//!   synthesised join, or at least an already examined time; other history times just pass.
+//! - **Interesting times only.** A time is examined (`logic` runs) only if it is a *seed* (a
+//!   new time or a synthesised join) or at least a seed already reached; other history times
+//!   just pass. Only seeds join with the times that follow: a time at or after a seed brings
+//!   nothing a seed does not (its joins with later times are reached through the seed's).
 
 use columnar::Ref;
 use ripple_updates::consolidate::consolidate_pairs;
@@ -21,7 +23,7 @@ use ripple_updates::{Abelian, AntichainRef, Data, Semigroup, Time};
 pub(crate) struct ReplayScratch<'a, V: Data, V2, T, R, R2> {
     passed_input: Vec<(Ref<'a, V>, T, R)>,
     passed_output: Vec<(V2, T, R2)>,
-    examined: Vec<T>,
+    seeds: Vec<T>,
     synthetic: Vec<T>,
     joins: Vec<T>,
     input: Vec<(Ref<'a, V>, T, R)>,
@@ -35,7 +37,7 @@ impl<V: Data, V2, T, R, R2> Default for ReplayScratch<'_, V, V2, T, R, R2> {
         Self {
             passed_input: Vec::new(),
             passed_output: Vec::new(),
-            examined: Vec::new(),
+            seeds: Vec::new(),
             synthetic: Vec::new(),
             joins: Vec::new(),
             input: Vec::new(),
@@ -180,7 +182,7 @@ pub(crate) fn replay_key<'a, V, V2, T, R, R2>(
     let ReplayScratch {
         passed_input,
         passed_output,
-        examined,
+        seeds,
         synthetic,
         joins,
         input,
@@ -210,7 +212,7 @@ pub(crate) fn replay_key<'a, V, V2, T, R, R2>(
     advanced.sort_unstable_by(|a, b| a.1.cmp(&b.1));
     suffix_meets(input, |u| &u.1, input_meets);
     suffix_meets(advanced, |u| &u.1, output_meets);
-    examined.clear();
+    seeds.clear();
     // Sorted descending: the least synthetic time is last.
     synthetic.clear();
     passed_input.clear();
@@ -237,23 +239,25 @@ pub(crate) fn replay_key<'a, V, V2, T, R, R2>(
             insert_passed(passed_output, advanced[next_output].clone());
             next_output += 1;
         }
-        let mut interesting = false;
+        // A seed: a new time or a synthesised join. Seeds are what later times join with; a
+        // time that is interesting only for being at or after a seed adds nothing new.
+        let mut seed = false;
         while synthetic.last() == Some(&now) {
             synthetic.pop();
-            interesting = true;
+            seed = true;
         }
         while times.get(next_time) == Some(&now) {
             next_time += 1;
-            interesting = true;
+            seed = true;
         }
-        interesting = interesting || examined.iter().any(|t| t.less_equal(&now));
+        let interesting = seed || seeds.iter().any(|t| t.less_equal(&now));
 
         if !upper.less_equal(&now) {
-            // Joins with `now` that lie ahead. Any time joins with examined times; an
-            // interesting time also with the passed updates (it carries a new time into them).
+            // Joins with `now` that lie ahead. Any time joins with the seeds reached; an
+            // interesting time also with the passed updates (it carries a seed into them).
             joins.clear();
             let ahead = |t: &T| (!t.less_equal(&now)).then(|| t.join(&now));
-            joins.extend(examined.iter().filter_map(ahead));
+            joins.extend(seeds.iter().filter_map(ahead));
             if interesting {
                 joins.extend(passed_input.iter().filter_map(|u| ahead(&u.1)));
                 joins.extend(passed_output.iter().filter_map(|u| ahead(&u.1)));
@@ -273,8 +277,10 @@ pub(crate) fn replay_key<'a, V, V2, T, R, R2>(
                 synthetic.dedup();
             }
 
+            if seed {
+                seeds.push(now.clone());
+            }
             if interesting {
-                examined.push(now.clone());
                 accumulate_passed(passed_input, &now, input_acc);
                 accumulate_passed(passed_output, &now, output_acc);
                 desired.clear();
@@ -304,11 +310,11 @@ pub(crate) fn replay_key<'a, V, V2, T, R, R2>(
             if meet.as_ref() != Some(advanced) {
                 advance_passed(passed_input, advanced);
                 advance_passed(passed_output, advanced);
-                for time in examined.iter_mut() {
+                for time in seeds.iter_mut() {
                     time.join_assign(advanced);
                 }
-                examined.sort_unstable();
-                examined.dedup();
+                seeds.sort_unstable();
+                seeds.dedup();
                 meet = next_meet;
             }
         }
