@@ -24,6 +24,7 @@ pub(crate) struct KeyScratch<'a, V: Data, V2, T, R, R2> {
     output_acc: Vec<(V2, R2)>,
     desired: Vec<(V2, R2)>,
     times: Vec<T>,
+    deferred: Vec<T>,
     replay: ReplayScratch<'a, V, V2, T, R, R2>,
 }
 
@@ -34,20 +35,23 @@ impl<V: Data, V2, T, R, R2> Default for KeyScratch<'_, V, V2, T, R, R2> {
             output_acc: Vec::new(),
             desired: Vec::new(),
             times: Vec::new(),
+            deferred: Vec::new(),
             replay: ReplayScratch::default(),
         }
     }
 }
 
-/// The corrections for one key. `input` and `output` are the key's histories up to `upper`
-/// (in any order; `output` gains the corrections), `new_times` the times of its new input
-/// updates and of its deferred times. Corrections at times in the interval go to `emit`;
-/// times at or beyond `upper` that will need examining go to `defer`.
+/// The corrections for one key. `input` holds the key's input history through the interval's
+/// lower bound, then (from `split` on) its new updates inside the interval; `output` its
+/// output history (in any order; `output` gains the corrections). `deferred` lists the times
+/// earlier passes deferred to this interval. Corrections at times in the interval go to
+/// `emit`; times at or beyond `upper` that will need examining go to `defer`.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn reduce_key<'a, V, V2, T, R, R2>(
     input: &mut [(Ref<'a, V>, T, R)],
+    split: usize,
     output: &mut Vec<(V2, T, R2)>,
-    new_times: &[T],
+    deferred: &[T],
     upper: AntichainRef<'_, T>,
     scratch: &mut KeyScratch<'a, V, V2, T, R, R2>,
     logic: &mut impl FnMut(&[(Ref<'a, V>, R)], &mut Vec<(V2, R2)>),
@@ -60,23 +64,33 @@ pub(crate) fn reduce_key<'a, V, V2, T, R, R2>(
     R: Semigroup,
     R2: Semigroup + Abelian,
 {
+    // The new times: deferred ones and those of the new updates.
     let times = &mut scratch.times;
     times.clear();
-    times.extend_from_slice(new_times);
+    times.extend_from_slice(deferred);
+    times.extend(input[split..].iter().map(|u| u.1.clone()));
     times.sort_unstable();
     times.dedup();
     // A time incomparable with the first new time settles it without sorting the histories
     // (the replay sorts its own, advanced copies): the common case inside iterations.
     let partial = has_incomparable(input, output, times) || {
-        input.sort_unstable_by(|a, b| a.1.cmp(&b.1));
+        input[..split].sort_unstable_by(|a, b| a.1.cmp(&b.1));
         output.sort_unstable_by(|a, b| a.1.cmp(&b.1));
-        !is_totally_ordered(input, output, times)
+        // `times` covers the new updates' times, so the history through `lower` completes them.
+        !is_totally_ordered(&input[..split], output, times)
     };
     if partial {
+        let deferred_sorted = &mut scratch.deferred;
+        deferred_sorted.clear();
+        deferred_sorted.extend_from_slice(deferred);
+        deferred_sorted.sort_unstable();
+        deferred_sorted.dedup();
+        let (history, batch) = input.split_at_mut(split);
         replay_key(
-            input,
+            history,
+            batch,
             output,
-            &scratch.times,
+            &scratch.deferred,
             upper,
             &mut scratch.replay,
             &mut scratch.input_acc,
@@ -88,6 +102,7 @@ pub(crate) fn reduce_key<'a, V, V2, T, R, R2>(
         );
         return;
     }
+    input.sort_unstable_by(|a, b| a.1.cmp(&b.1));
     // Joins are maxima, so the closure adds the history times after the first new time:
     // compaction can advance old updates to times that have not been examined yet.
     if let Some(first) = times.first().cloned() {
@@ -226,25 +241,27 @@ mod tests {
             .cloned()
             .chain(std::iter::once(Antichain::new()))
         {
-            // Updates in [lower, upper) are new; the history is everything before upper.
+            // Updates in [lower, upper) are new; the history is everything before lower,
+            // compacted to `lower` as in the operator's traces.
             let in_interval = |t: &T| lower.less_equal(t) && !upper.less_equal(t);
-            let mut new_times: Vec<T> = updates
-                .iter()
-                .filter(|(_, t, _)| in_interval(t))
-                .map(|(_, t, _)| t.clone())
-                .collect();
-            new_times.append(&mut deferred);
-            let mut history: Vec<(&u64, T, i64)> = updates
+            let mut input: Vec<(&u64, T, i64)> = updates
                 .iter()
                 .zip(&vals)
-                .filter(|((_, t, _), _)| !upper.less_equal(t))
-                .map(|((_, t, r), v)| (v, t.clone(), *r))
+                .filter(|((_, t, _), _)| !lower.less_equal(t))
+                .map(|((_, t, r), v)| {
+                    let mut t = t.clone();
+                    t.advance_by(lower.borrow());
+                    (v, t, *r)
+                })
                 .collect();
-            // As in the operator, the traces are compacted to `lower`: every time before it
-            // is advanced by it.
-            for update in history.iter_mut() {
-                update.1.advance_by(lower.borrow());
-            }
+            let split = input.len();
+            input.extend(
+                updates
+                    .iter()
+                    .zip(&vals)
+                    .filter(|((_, t, _), _)| in_interval(t))
+                    .map(|((_, t, r), v)| (v, t.clone(), *r)),
+            );
             let mut compacted_output = output.clone();
             for update in compacted_output.iter_mut() {
                 update.1.advance_by(lower.borrow());
@@ -252,9 +269,10 @@ mod tests {
             let mut produced = Vec::new();
             let mut later = Vec::new();
             reduce_key(
-                &mut history,
+                &mut input,
+                split,
                 &mut compacted_output,
-                &new_times,
+                &deferred,
                 upper.borrow(),
                 &mut scratch,
                 &mut |input, out| logic(input, out),

@@ -4,7 +4,8 @@
 //! `[lower, upper)` of times that has become complete: `upper` is the last batch boundary of the
 //! input trace not beyond the input frontier. The keys to visit are those of the batches
 //! received for the interval and those with deferred times now inside it. For each key the
-//! input history (from the input trace through `upper`) and the output history (from the
+//! input history through `lower`, its new updates in `[lower, upper)` (kept apart: they seed
+//! the times to examine only while they do not cancel out) and the output history (from the
 //! operator's own trace) go to [`key::reduce_key`], whose corrections become one output batch
 //! for `[lower, upper)`, inserted into the output trace and sent downstream. Times at or beyond
 //! `upper` that will need attention are kept, with capabilities, until their interval comes.
@@ -20,7 +21,7 @@ use crate::shared::TraceAgent;
 use columnar::{Borrow, Columnar, Index, Push, Ref};
 use key::{reduce_key, KeyScratch};
 use ripple_batcher::MergeBatcher;
-use ripple_trace::{Batch, Description, TraceHandle, TraceSnapshot};
+use ripple_trace::{Batch, Description, TraceCursor, TraceHandle, TraceSnapshot};
 use ripple_updates::{Abelian, Antichain, Data, PartialOrder, Semigroup, Time, Updates};
 use std::collections::BTreeMap;
 use timely::container::CapacityContainerBuilder;
@@ -125,10 +126,25 @@ where
                         if upper == lower {
                             return;
                         }
-                        let input_snapshot = TraceSnapshot::new(through);
+                        // The batches through `lower` hold the history, the rest the interval's
+                        // new updates. The spine keeps the two apart: our physical compaction
+                        // frontier is `lower`, so no merge spans it.
+                        let split = through.partition_point(|batch| {
+                            PartialOrder::less_equal(&batch.description().upper, &lower)
+                        });
+                        assert!(
+                            through
+                                .get(split)
+                                .is_none_or(|batch| batch.description().lower == lower),
+                            "reduce: an input batch spans the interval's lower bound {lower:?}"
+                        );
+                        let new_snapshot = TraceSnapshot::new(through[split..].to_vec());
+                        let mut through = through;
+                        through.truncate(split);
+                        let history_snapshot = TraceSnapshot::new(through);
                         let output_snapshot = output_trace.snapshot();
 
-                        // Keys and their new times: from the batches inside the interval ...
+                        // Keys to visit: those of the new updates ...
                         let mut capabilities = std::mem::take(&mut held);
                         let mut work: BTreeMap<K, Vec<T>> = BTreeMap::new();
                         queued.retain(|(batch, caps)| {
@@ -140,16 +156,12 @@ where
                             }
                             let mut cursor = batch.cursor();
                             while let Some(key) = cursor.get_key() {
-                                let times = work.entry(K::into_owned(key)).or_default();
-                                while cursor.get_val().is_some() {
-                                    cursor.map_times(|time, _| times.push(T::into_owned(time)));
-                                    cursor.step_val();
-                                }
+                                work.entry(K::into_owned(key)).or_default();
                                 cursor.step_key();
                             }
                             false
                         });
-                        // ... and the deferred times now inside it.
+                        // ... and those with deferred times now inside the interval.
                         let keys: Vec<K> = deferred.keys().cloned().collect();
                         for key in keys {
                             let times = deferred.get_mut(&key).expect("key present");
@@ -171,7 +183,8 @@ where
                         }
                         let key_column = key_column.borrow();
 
-                        let mut input_cursor = input_snapshot.cursor();
+                        let mut history_cursor = history_snapshot.cursor();
+                        let mut new_cursor = new_snapshot.cursor();
                         let mut output_cursor = output_snapshot.cursor();
                         let mut scratch = KeyScratch::<V, V2, T, R, R2>::default();
                         let mut input_history = Vec::new();
@@ -180,19 +193,9 @@ where
                         for (index, (key, times)) in work.iter().enumerate() {
                             let key_ref = key_column.get(index);
                             input_history.clear();
-                            input_cursor.seek_key(key_ref);
-                            if input_cursor.get_key() == Some(key_ref) {
-                                while let Some(val) = input_cursor.get_val() {
-                                    input_cursor.map_times(|time, diff| {
-                                        input_history.push((
-                                            val,
-                                            T::into_owned(time),
-                                            R::into_owned(diff),
-                                        ))
-                                    });
-                                    input_cursor.step_val();
-                                }
-                            }
+                            gather(&mut history_cursor, key_ref, &mut input_history);
+                            let split = input_history.len();
+                            gather(&mut new_cursor, key_ref, &mut input_history);
                             output_history.clear();
                             output_cursor.seek_key(key_ref);
                             if output_cursor.get_key() == Some(key_ref) {
@@ -210,6 +213,7 @@ where
                             }
                             reduce_key(
                                 &mut input_history,
+                                split,
                                 &mut output_history,
                                 times,
                                 upper.borrow(),
@@ -258,6 +262,28 @@ where
         Arranged {
             stream,
             trace: reader,
+        }
+    }
+}
+
+/// Appends the key's `(value, time, diff)` updates under `cursor` to `updates`.
+fn gather<'a, K, V, T, R>(
+    cursor: &mut TraceCursor<'a, (K, V, T, R)>,
+    key: Ref<'a, K>,
+    updates: &mut Vec<(Ref<'a, V>, T, R)>,
+) where
+    K: Data,
+    V: Data,
+    T: Time,
+    R: Semigroup,
+{
+    cursor.seek_key(key);
+    if cursor.get_key() == Some(key) {
+        while let Some(val) = cursor.get_val() {
+            cursor.map_times(|time, diff| {
+                updates.push((val, T::into_owned(time), R::into_owned(diff)))
+            });
+            cursor.step_val();
         }
     }
 }

@@ -10,10 +10,15 @@
 //! - **Lazy closure.** A time needs examining only if it is the join of a new time with other
 //!   times. In sorted order a join is never before its parts, so joins are formed when their
 //!   later part is reached, against the (small, advanced) passed updates only.
-//! - **Interesting times only.** A time is examined (`logic` runs) only if it is a *seed* (a
-//!   new time or a synthesised join) or at least a seed already reached; other history times
-//!   just pass. Only seeds join with the times that follow: a time at or after a seed brings
-//!   nothing a seed does not (its joins with later times are reached through the seed's).
+//! - **Interesting times only.** A time is examined (`logic` runs) only if it is a *seed* or at
+//!   least a seed already reached; other history times just pass. Seeds are the new input
+//!   updates (while they have not cancelled out: advanced by the meet, a change and its undoing
+//!   vanish together), deferred times and synthesised joins. Only seeds join with the times
+//!   that follow: a time at or after a seed brings nothing a seed does not (its joins with
+//!   later times are reached through the seed's).
+//! - **Consolidated histories.** The histories are advanced by the first meet and consolidated
+//!   before the replay, so updates that cancel at their advanced time add no visit (and no
+//!   deferred time).
 
 use columnar::Ref;
 use ripple_updates::consolidate::consolidate_pairs;
@@ -22,6 +27,7 @@ use ripple_updates::{Abelian, AntichainRef, Data, Semigroup, Time};
 /// Buffers reused across keys.
 pub(crate) struct ReplayScratch<'a, V: Data, V2, T, R, R2> {
     passed_input: Vec<(Ref<'a, V>, T, R)>,
+    passed_batch: Vec<(Ref<'a, V>, T, R)>,
     passed_output: Vec<(V2, T, R2)>,
     seeds: Vec<T>,
     synthetic: Vec<T>,
@@ -29,13 +35,14 @@ pub(crate) struct ReplayScratch<'a, V: Data, V2, T, R, R2> {
     input: Vec<(Ref<'a, V>, T, R)>,
     output: Vec<(V2, T, R2)>,
     produced: Vec<(V2, T, R2)>,
-    suffix_meets: [Vec<T>; 3],
+    suffix_meets: [Vec<T>; 4],
 }
 
 impl<V: Data, V2, T, R, R2> Default for ReplayScratch<'_, V, V2, T, R, R2> {
     fn default() -> Self {
         Self {
             passed_input: Vec::new(),
+            passed_batch: Vec::new(),
             passed_output: Vec::new(),
             seeds: Vec::new(),
             synthetic: Vec::new(),
@@ -128,6 +135,41 @@ fn advance_passed<V: Ord, T: Time, R: Semigroup>(passed: &mut Vec<(V, T, R)>, me
     passed.truncate(kept);
 }
 
+/// Adds up the diffs of equal `(value, time)` pairs within each run of equal values, drops
+/// zero sums, then sorts by time. Histories arrive grouped by value, and advancing them by the
+/// meet makes many of a value's times equal: the updates that cancel vanish, and their times
+/// need no visit. (Grouping only makes this thorough; any order is correct.)
+fn consolidate_values_then_sort<V: Eq, T: Time, R: Semigroup>(updates: &mut Vec<(V, T, R)>) {
+    let mut kept = 0;
+    let mut start = 0;
+    while start < updates.len() {
+        let mut end = start + 1;
+        while end < updates.len() && updates[end].0 == updates[start].0 {
+            end += 1;
+        }
+        let run = &mut updates[start..end];
+        if !run.is_sorted_by(|a, b| a.1 <= b.1) {
+            run.sort_unstable_by(|a, b| a.1.cmp(&b.1));
+        }
+        let run_kept = kept;
+        for index in start..end {
+            if kept > run_kept && updates[kept - 1].1 == updates[index].1 {
+                let diff = updates[index].2.clone();
+                updates[kept - 1].2.plus_equals(&diff);
+                if updates[kept - 1].2.is_zero() {
+                    kept -= 1;
+                }
+            } else {
+                updates.swap(kept, index);
+                kept += 1;
+            }
+        }
+        start = end;
+    }
+    updates.truncate(kept);
+    updates.sort_unstable_by(|a, b| a.1.cmp(&b.1));
+}
+
 /// The accumulation at `now` of `passed` (sorted by `(value, time)`): per value, the sum of
 /// the diffs at times `<= now`, sorted by value, zero sums left out. No sorting needed.
 fn accumulate_passed<V: Clone + Eq, T: Time, R: Semigroup>(
@@ -155,13 +197,15 @@ fn accumulate_passed<V: Clone + Eq, T: Time, R: Semigroup>(
     }
 }
 
-/// The corrections for one key: `history` and `output` are its input and output histories
-/// (any order; `output` gains the corrections), `times` its new times (sorted, distinct, none at
-/// or beyond `upper`). Corrections at times before `upper` go to `emit`; times at or beyond
-/// `upper` that will need examining go to `defer`.
+/// The corrections for one key: `history` is its input history through the interval's lower
+/// bound, `batch` its input updates inside the interval, `output` its output history (all in
+/// any order; `output` gains the corrections) and `times` the times deferred to this interval
+/// by earlier passes (sorted, distinct, none at or beyond `upper`). Corrections at times before
+/// `upper` go to `emit`; times at or beyond `upper` that will need examining go to `defer`.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn replay_key<'a, V, V2, T, R, R2>(
     history: &[(Ref<'a, V>, T, R)],
+    batch: &mut [(Ref<'a, V>, T, R)],
     output: &mut Vec<(V2, T, R2)>,
     times: &[T],
     upper: AntichainRef<'_, T>,
@@ -181,6 +225,7 @@ pub(crate) fn replay_key<'a, V, V2, T, R, R2>(
 {
     let ReplayScratch {
         passed_input,
+        passed_batch,
         passed_output,
         seeds,
         synthetic,
@@ -188,10 +233,15 @@ pub(crate) fn replay_key<'a, V, V2, T, R, R2>(
         input,
         output: advanced,
         produced,
-        suffix_meets: [input_meets, output_meets, time_meets],
+        suffix_meets: [input_meets, batch_meets, output_meets, time_meets],
     } = scratch;
+    batch.sort_unstable_by(|a, b| a.1.cmp(&b.1));
+    suffix_meets(batch, |u| &u.1, batch_meets);
     suffix_meets(times, |t| t, time_meets);
-    let Some(first_meet) = time_meets.first().cloned() else {
+    let mut first_meet = None;
+    meet_into(&mut first_meet, batch_meets.first());
+    meet_into(&mut first_meet, time_meets.first());
+    let Some(first_meet) = first_meet else {
         return;
     };
     // Only times at or after the meet of the new times are examined, so histories can be
@@ -202,28 +252,30 @@ pub(crate) fn replay_key<'a, V, V2, T, R, R2>(
             .iter()
             .map(|(v, t, r)| (*v, t.join(&first_meet), r.clone())),
     );
-    input.sort_unstable_by(|a, b| a.1.cmp(&b.1));
+    consolidate_values_then_sort(input);
     advanced.clear();
     advanced.extend(
         output
             .iter()
             .map(|(v, t, r)| (v.clone(), t.join(&first_meet), r.clone())),
     );
-    advanced.sort_unstable_by(|a, b| a.1.cmp(&b.1));
+    consolidate_values_then_sort(advanced);
     suffix_meets(input, |u| &u.1, input_meets);
     suffix_meets(advanced, |u| &u.1, output_meets);
     seeds.clear();
     // Sorted descending: the least synthetic time is last.
     synthetic.clear();
     passed_input.clear();
+    passed_batch.clear();
     passed_output.clear();
     produced.clear();
 
-    let (mut next_input, mut next_output, mut next_time) = (0, 0, 0);
+    let (mut next_input, mut next_batch, mut next_output, mut next_time) = (0, 0, 0, 0);
     let mut meet: Option<T> = None;
     loop {
         let candidates = [
             input.get(next_input).map(|u| &u.1),
+            batch.get(next_batch).map(|u| &u.1),
             advanced.get(next_output).map(|u| &u.1),
             times.get(next_time),
             synthetic.last(),
@@ -239,18 +291,29 @@ pub(crate) fn replay_key<'a, V, V2, T, R, R2>(
             insert_passed(passed_output, advanced[next_output].clone());
             next_output += 1;
         }
-        // A seed: a new time or a synthesised join. Seeds are what later times join with; a
-        // time that is interesting only for being at or after a seed adds nothing new.
+        // New input updates seed the times at or after them for as long as they do not cancel
+        // out (as passed updates advance, a change and its undoing meet and vanish).
         let mut seed = false;
+        while next_batch < batch.len() && batch[next_batch].1 == now {
+            insert_passed(passed_input, batch[next_batch].clone());
+            insert_passed(passed_batch, batch[next_batch].clone());
+            next_batch += 1;
+            seed = true;
+        }
+        // Deferred times and synthesised joins seed for good: nothing records why they came.
+        let mut kept = false;
         while synthetic.last() == Some(&now) {
             synthetic.pop();
-            seed = true;
+            kept = true;
         }
         while times.get(next_time) == Some(&now) {
             next_time += 1;
-            seed = true;
+            kept = true;
         }
-        let interesting = seed || seeds.iter().any(|t| t.less_equal(&now));
+        let interesting = seed
+            || kept
+            || passed_batch.iter().any(|u| u.1.less_equal(&now))
+            || seeds.iter().any(|t| t.less_equal(&now));
 
         if !upper.less_equal(&now) {
             // Joins with `now` that lie ahead. Any time joins with the seeds reached; an
@@ -258,6 +321,7 @@ pub(crate) fn replay_key<'a, V, V2, T, R, R2>(
             joins.clear();
             let ahead = |t: &T| (!t.less_equal(&now)).then(|| t.join(&now));
             joins.extend(seeds.iter().filter_map(ahead));
+            joins.extend(passed_batch.iter().filter_map(|u| ahead(&u.1)));
             if interesting {
                 joins.extend(passed_input.iter().filter_map(|u| ahead(&u.1)));
                 joins.extend(passed_output.iter().filter_map(|u| ahead(&u.1)));
@@ -277,7 +341,7 @@ pub(crate) fn replay_key<'a, V, V2, T, R, R2>(
                 synthetic.dedup();
             }
 
-            if seed {
+            if kept {
                 seeds.push(now.clone());
             }
             if interesting {
@@ -301,6 +365,7 @@ pub(crate) fn replay_key<'a, V, V2, T, R, R2>(
         // Everything still to come is at least this meet.
         let mut next_meet = None;
         meet_into(&mut next_meet, input_meets.get(next_input));
+        meet_into(&mut next_meet, batch_meets.get(next_batch));
         meet_into(&mut next_meet, output_meets.get(next_output));
         meet_into(&mut next_meet, time_meets.get(next_time));
         for time in synthetic.iter() {
@@ -309,6 +374,7 @@ pub(crate) fn replay_key<'a, V, V2, T, R, R2>(
         if let Some(advanced) = &next_meet {
             if meet.as_ref() != Some(advanced) {
                 advance_passed(passed_input, advanced);
+                advance_passed(passed_batch, advanced);
                 advance_passed(passed_output, advanced);
                 for time in seeds.iter_mut() {
                     time.join_assign(advanced);
