@@ -75,6 +75,11 @@ where
                     });
                     values.step_val();
                 }
+                // Every output time is a join with a batch time, so the trace side can be
+                // advanced by their meet and consolidated first.
+                if let Some(meet) = batch_history.meet() {
+                    trace_history.advance_by(&meet);
+                }
                 let key = values.key();
                 spent += 1 + join_histories(
                     &mut batch_history,
