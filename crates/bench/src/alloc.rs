@@ -26,7 +26,7 @@ fn shrink(bytes: usize) {
 
 // SAFETY: every method forwards to `System` with the caller's pointer and layout unchanged, so
 // `System`'s guarantees carry over; the counters are side effects that never touch the memory.
-// Exercised by `tests::counts_allocations` and by every benchmark that installs it.
+// Exercised by `tests/counting_alloc.rs` and by every benchmark that installs it.
 unsafe impl GlobalAlloc for CountingAlloc {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         // SAFETY: forwarded unchanged; see the impl comment.
@@ -79,26 +79,4 @@ pub fn peak_bytes() -> usize {
 /// Starts a new peak measurement from the current live bytes.
 pub fn reset_peak() {
     PEAK.store(live_bytes(), Ordering::Relaxed);
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[global_allocator]
-    static ALLOC: CountingAlloc = CountingAlloc;
-
-    #[test]
-    fn counts_allocations() {
-        let before = live_bytes();
-        reset_peak();
-        let mut buffer: Vec<u8> = Vec::with_capacity(1 << 20);
-        buffer.push(1);
-        // Other test threads may allocate too; ours dominates.
-        assert!(live_bytes() >= before + (1 << 20) - (64 << 10));
-        buffer.reserve_exact(2 << 20);
-        assert!(peak_bytes() >= before + (2 << 20));
-        drop(buffer);
-        assert!(live_bytes() < before + (64 << 10));
-    }
 }

@@ -25,6 +25,7 @@ pub(crate) struct KeyScratch<'a, V: Data, V2, T, R, R2> {
     desired: Vec<(V2, R2)>,
     times: Vec<T>,
     deferred: Vec<T>,
+    chain: Vec<T>,
     replay: ReplayScratch<'a, V, V2, T, R, R2>,
 }
 
@@ -36,20 +37,22 @@ impl<V: Data, V2, T, R, R2> Default for KeyScratch<'_, V, V2, T, R, R2> {
             desired: Vec::new(),
             times: Vec::new(),
             deferred: Vec::new(),
+            chain: Vec::new(),
             replay: ReplayScratch::default(),
         }
     }
 }
 
-/// The corrections for one key. `input` holds the key's input history through the interval's
-/// lower bound, then (from `split` on) its new updates inside the interval; `output` its
-/// output history (in any order; `output` gains the corrections). `deferred` lists the times
-/// earlier passes deferred to this interval. Corrections at times in the interval go to
-/// `emit`; times at or beyond `upper` that will need examining go to `defer`.
+/// The corrections for one key. `history` holds the key's input history through the
+/// interval's lower bound and `batch` its new updates inside the interval; `output` its output
+/// history. `history` and `output` come grouped by value (as a cursor reads them), times in
+/// any order; all three are scratch, their contents unspecified afterwards. `deferred` lists
+/// the times earlier passes deferred to this interval. Corrections at times in the interval go
+/// to `emit`; times at or beyond `upper` that will need examining go to `defer`.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn reduce_key<'a, V, V2, T, R, R2>(
-    input: &mut [(Ref<'a, V>, T, R)],
-    split: usize,
+    history: &mut Vec<(Ref<'a, V>, T, R)>,
+    batch: &mut Vec<(Ref<'a, V>, T, R)>,
     output: &mut Vec<(V2, T, R2)>,
     deferred: &[T],
     upper: AntichainRef<'_, T>,
@@ -68,24 +71,19 @@ pub(crate) fn reduce_key<'a, V, V2, T, R, R2>(
     let times = &mut scratch.times;
     times.clear();
     times.extend_from_slice(deferred);
-    times.extend(input[split..].iter().map(|u| u.1.clone()));
+    times.extend(batch.iter().map(|u| u.1.clone()));
     times.sort_unstable();
     times.dedup();
-    // A time incomparable with the first new time settles it without sorting the histories
-    // (the replay sorts its own, advanced copies): the common case inside iterations.
-    let partial = has_incomparable(input, output, times) || {
-        input[..split].sort_unstable_by(|a, b| a.1.cmp(&b.1));
-        output.sort_unstable_by(|a, b| a.1.cmp(&b.1));
-        // `times` covers the new updates' times, so the history through `lower` completes them.
-        !is_totally_ordered(&input[..split], output, times)
-    };
+    // A time incomparable with the first new time settles it without sorting anything: the
+    // common case inside iterations. (`times` covers the new updates' times.)
+    let partial = has_incomparable(history, output, times)
+        || !is_totally_ordered(history, output, times, &mut scratch.chain);
     if partial {
         let deferred_sorted = &mut scratch.deferred;
         deferred_sorted.clear();
         deferred_sorted.extend_from_slice(deferred);
         deferred_sorted.sort_unstable();
         deferred_sorted.dedup();
-        let (history, batch) = input.split_at_mut(split);
         replay_key(
             history,
             batch,
@@ -102,7 +100,10 @@ pub(crate) fn reduce_key<'a, V, V2, T, R, R2>(
         );
         return;
     }
+    history.append(batch);
+    let input = history;
     input.sort_unstable_by(|a, b| a.1.cmp(&b.1));
+    output.sort_unstable_by(|a, b| a.1.cmp(&b.1));
     // Joins are maxima, so the closure adds the history times after the first new time:
     // compaction can advance old updates to times that have not been examined yet.
     if let Some(first) = times.first().cloned() {
@@ -178,36 +179,20 @@ fn has_incomparable<A, B, T: Time, R, R2>(
         || output.iter().any(|u| incomparable(&u.1))
 }
 
-/// Whether the times of the three lists (each sorted by time) are totally ordered: their
-/// merge in sorted order must be a chain.
+/// Whether the times of the three lists are totally ordered (`chain` is scratch).
 fn is_totally_ordered<A, B, T: Time, R, R2>(
     input: &[(A, T, R)],
     output: &[(B, T, R2)],
     times: &[T],
+    chain: &mut Vec<T>,
 ) -> bool {
-    let (mut i, mut o, mut t) = (0, 0, 0);
-    let mut previous: Option<&T> = None;
-    loop {
-        let candidates = [
-            input.get(i).map(|u| &u.1),
-            output.get(o).map(|u| &u.1),
-            times.get(t),
-        ];
-        let Some(least) = candidates.into_iter().flatten().min() else {
-            return true;
-        };
-        if previous.is_some_and(|previous| !previous.less_equal(least)) {
-            return false;
-        }
-        previous = Some(least);
-        if input.get(i).map(|u| &u.1) == Some(least) {
-            i += 1;
-        } else if output.get(o).map(|u| &u.1) == Some(least) {
-            o += 1;
-        } else {
-            t += 1;
-        }
-    }
+    chain.clear();
+    chain.extend(input.iter().map(|u| u.1.clone()));
+    chain.extend(output.iter().map(|u| u.1.clone()));
+    chain.extend_from_slice(times);
+    chain.sort_unstable();
+    chain.dedup();
+    chain.windows(2).all(|pair| pair[0].less_equal(&pair[1]))
 }
 
 #[cfg(test)]
@@ -244,7 +229,7 @@ mod tests {
             // Updates in [lower, upper) are new; the history is everything before lower,
             // compacted to `lower` as in the operator's traces.
             let in_interval = |t: &T| lower.less_equal(t) && !upper.less_equal(t);
-            let mut input: Vec<(&u64, T, i64)> = updates
+            let mut history: Vec<(&u64, T, i64)> = updates
                 .iter()
                 .zip(&vals)
                 .filter(|((_, t, _), _)| !lower.less_equal(t))
@@ -254,23 +239,24 @@ mod tests {
                     (v, t, *r)
                 })
                 .collect();
-            let split = input.len();
-            input.extend(
-                updates
-                    .iter()
-                    .zip(&vals)
-                    .filter(|((_, t, _), _)| in_interval(t))
-                    .map(|((_, t, r), v)| (v, t.clone(), *r)),
-            );
+            // As a cursor would read them: grouped by value.
+            history.sort_by_key(|(v, _, _)| **v);
+            let mut batch: Vec<(&u64, T, i64)> = updates
+                .iter()
+                .zip(&vals)
+                .filter(|((_, t, _), _)| in_interval(t))
+                .map(|((_, t, r), v)| (v, t.clone(), *r))
+                .collect();
             let mut compacted_output = output.clone();
             for update in compacted_output.iter_mut() {
                 update.1.advance_by(lower.borrow());
             }
+            compacted_output.sort_by_key(|(v, _, _)| *v);
             let mut produced = Vec::new();
             let mut later = Vec::new();
             reduce_key(
-                &mut input,
-                split,
+                &mut history,
+                &mut batch,
                 &mut compacted_output,
                 &deferred,
                 upper.borrow(),

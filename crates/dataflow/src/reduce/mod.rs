@@ -188,14 +188,15 @@ where
                         let mut output_cursor = output_snapshot.cursor();
                         let mut scratch = KeyScratch::<V, V2, T, R, R2>::default();
                         let mut input_history = Vec::new();
+                        let mut new_updates = Vec::new();
                         let mut output_history = Vec::new();
                         let mut produced = Updates::<(K, V2, T, R2)>::default();
                         for (index, (key, times)) in work.iter().enumerate() {
                             let key_ref = key_column.get(index);
                             input_history.clear();
                             gather(&mut history_cursor, key_ref, &mut input_history);
-                            let split = input_history.len();
-                            gather(&mut new_cursor, key_ref, &mut input_history);
+                            new_updates.clear();
+                            gather(&mut new_cursor, key_ref, &mut new_updates);
                             output_history.clear();
                             output_cursor.seek_key(key_ref);
                             if output_cursor.get_key() == Some(key_ref) {
@@ -213,7 +214,7 @@ where
                             }
                             reduce_key(
                                 &mut input_history,
-                                split,
+                                &mut new_updates,
                                 &mut output_history,
                                 times,
                                 upper.borrow(),

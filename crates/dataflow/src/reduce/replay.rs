@@ -32,9 +32,6 @@ pub(crate) struct ReplayScratch<'a, V: Data, V2, T, R, R2> {
     seeds: Vec<T>,
     synthetic: Vec<T>,
     joins: Vec<T>,
-    input: Vec<(Ref<'a, V>, T, R)>,
-    output: Vec<(V2, T, R2)>,
-    produced: Vec<(V2, T, R2)>,
     suffix_meets: [Vec<T>; 4],
 }
 
@@ -47,9 +44,6 @@ impl<V: Data, V2, T, R, R2> Default for ReplayScratch<'_, V, V2, T, R, R2> {
             seeds: Vec::new(),
             synthetic: Vec::new(),
             joins: Vec::new(),
-            input: Vec::new(),
-            output: Vec::new(),
-            produced: Vec::new(),
             suffix_meets: Default::default(),
         }
     }
@@ -128,7 +122,9 @@ fn advance_passed<V: Ord, T: Time, R: Semigroup>(passed: &mut Vec<(V, T, R)>, me
                 kept -= 1;
             }
         } else {
-            passed.swap(kept, index);
+            if kept != index {
+                passed.swap(kept, index);
+            }
             kept += 1;
         }
     }
@@ -160,7 +156,9 @@ fn consolidate_values_then_sort<V: Eq, T: Time, R: Semigroup>(updates: &mut Vec<
                     kept -= 1;
                 }
             } else {
-                updates.swap(kept, index);
+                if kept != index {
+                    updates.swap(kept, index);
+                }
                 kept += 1;
             }
         }
@@ -198,13 +196,14 @@ fn accumulate_passed<V: Clone + Eq, T: Time, R: Semigroup>(
 }
 
 /// The corrections for one key: `history` is its input history through the interval's lower
-/// bound, `batch` its input updates inside the interval, `output` its output history (all in
-/// any order; `output` gains the corrections) and `times` the times deferred to this interval
-/// by earlier passes (sorted, distinct, none at or beyond `upper`). Corrections at times before
+/// bound, `batch` its input updates inside the interval, `output` its output history (the
+/// histories best grouped by value; all three are scratch, advanced and consolidated in place)
+/// and `times` the times deferred to this interval by earlier passes (sorted, distinct, none
+/// at or beyond `upper`). Corrections at times before
 /// `upper` go to `emit`; times at or beyond `upper` that will need examining go to `defer`.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn replay_key<'a, V, V2, T, R, R2>(
-    history: &[(Ref<'a, V>, T, R)],
+    history: &mut Vec<(Ref<'a, V>, T, R)>,
     batch: &mut [(Ref<'a, V>, T, R)],
     output: &mut Vec<(V2, T, R2)>,
     times: &[T],
@@ -230,9 +229,6 @@ pub(crate) fn replay_key<'a, V, V2, T, R, R2>(
         seeds,
         synthetic,
         joins,
-        input,
-        output: advanced,
-        produced,
         suffix_meets: [input_meets, batch_meets, output_meets, time_meets],
     } = scratch;
     batch.sort_unstable_by(|a, b| a.1.cmp(&b.1));
@@ -245,21 +241,16 @@ pub(crate) fn replay_key<'a, V, V2, T, R, R2>(
         return;
     };
     // Only times at or after the meet of the new times are examined, so histories can be
-    // advanced by it (into copies: `output` must keep its true times).
-    input.clear();
-    input.extend(
-        history
-            .iter()
-            .map(|(v, t, r)| (*v, t.join(&first_meet), r.clone())),
-    );
-    consolidate_values_then_sort(input);
-    advanced.clear();
-    advanced.extend(
-        output
-            .iter()
-            .map(|(v, t, r)| (v.clone(), t.join(&first_meet), r.clone())),
-    );
-    consolidate_values_then_sort(advanced);
+    // advanced by it.
+    for update in history.iter_mut() {
+        update.1.join_assign(&first_meet);
+    }
+    consolidate_values_then_sort(history);
+    for update in output.iter_mut() {
+        update.1.join_assign(&first_meet);
+    }
+    consolidate_values_then_sort(output);
+    let (input, advanced) = (&*history, &*output);
     suffix_meets(input, |u| &u.1, input_meets);
     suffix_meets(advanced, |u| &u.1, output_meets);
     seeds.clear();
@@ -268,7 +259,6 @@ pub(crate) fn replay_key<'a, V, V2, T, R, R2>(
     passed_input.clear();
     passed_batch.clear();
     passed_output.clear();
-    produced.clear();
 
     let (mut next_input, mut next_batch, mut next_output, mut next_time) = (0, 0, 0, 0);
     let mut meet: Option<T> = None;
@@ -354,7 +344,6 @@ pub(crate) fn replay_key<'a, V, V2, T, R, R2>(
                 }
                 corrections(desired, output_acc, |val, diff| {
                     emit(&val, &now, &diff);
-                    produced.push((val.clone(), now.clone(), diff.clone()));
                     insert_passed(passed_output, (val, now.clone(), diff));
                 });
             }
@@ -385,7 +374,6 @@ pub(crate) fn replay_key<'a, V, V2, T, R, R2>(
             }
         }
     }
-    output.append(produced);
 }
 
 /// Calls `correct(value, diff)` for each value whose diff in `desired` differs from `current`
