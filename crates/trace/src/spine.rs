@@ -1,17 +1,25 @@
 //! The spine: a trace's batches in LSM-style levels, merged a little at each insert.
 //!
-//! Level `k` holds batches of up to about `2^k` updates: vacant, one batch, or two batches being
-//! merged (into a batch for level `k + 1`). Higher levels hold older batches, so reading the
-//! levels from the top down, then the batches awaiting admission, gives the batches oldest first
-//! with contiguous descriptions.
+//! Level `k` holds batches of *weight* up to about `2^k`: vacant, one batch, or two batches
+//! being merged (into a batch for level `k + 1`). A batch's weight is the volume of inserts it
+//! stands for: each inserted batch weighs its length (at least 1, so empty batches count), and
+//! a merge weighs the sum of its inputs, however much consolidation shrank it. The levels thus
+//! count inserts like a binary counter, and a large old batch is merged with the newer ones
+//! after about its own length of further inserts, even when those inserts cancel each other
+//! or are empty. (Levelling by length instead lets churn that cancels never climb: deletions
+//! of old updates pile up in the small levels beside the stale big batch, and every reader
+//! walks both.) When the top level's batch is much shorter than its weight it moves down to
+//! the level its length deserves, so the counter restarts from what the trace actually holds.
+//! Higher levels hold older batches, so reading the levels from the top down, then the batches
+//! awaiting admission, gives the batches oldest first with contiguous descriptions.
 //!
-//! Inserting a batch of `n` updates:
-//! 1. grants every merge in progress `effort * n` units of fuel (one unit per update merged), so
+//! Inserting a batch of weight `w`:
+//! 1. grants every merge in progress `effort * w` units of fuel (one unit per update merged), so
 //!    merge work is paid for by inserts in proportion to their size and no insert waits for a
 //!    giant merge. With the default effort a merge at level `k` completes before another batch
 //!    can reach level `k`;
-//! 2. collapses the levels below the batch's own into it (they hold fewer updates than it), and
-//!    places it at its level, starting a merge there if the level was occupied.
+//! 2. collapses the levels below the batch's own into it (they weigh less than it), and places
+//!    it at its level, starting a merge there if the level was occupied.
 //!
 //! Merges advance times to the logical compaction frontier (`since`) and consolidate. The
 //! physical compaction frontier says which batches readers still need distinct: a batch enters
@@ -39,10 +47,11 @@ impl Default for SpineConfig {
     }
 }
 
+/// A level's contents; the `usize` is the weight (see the module documentation).
 enum Level<U: Update> {
     Vacant,
-    Single(Batch<U>),
-    Merging(Box<Merge<U>>),
+    Single(Batch<U>, usize),
+    Merging(Box<Merge<U>>, usize),
 }
 
 /// A trace: the batches of one arrangement.
@@ -57,8 +66,8 @@ pub struct Spine<U: Update> {
     logical: Antichain<U::Time>,
     /// Batches with uppers not beyond this frontier may be merged.
     physical: Antichain<U::Time>,
-    /// The largest batch ever admitted or produced: levels stay within its logarithm.
-    max_batch_len: usize,
+    /// The largest weight ever placed: levels stay within its logarithm.
+    max_weight: usize,
 }
 
 /// Moves a compaction frontier forward to `to`; panics, naming both, if that is backwards.
@@ -91,7 +100,7 @@ impl<U: Update> Spine<U> {
             upper: minimum.clone(),
             logical: minimum.clone(),
             physical: minimum,
-            max_batch_len: 0,
+            max_weight: 0,
         }
     }
 
@@ -153,6 +162,7 @@ impl<U: Update> Spine<U> {
             let fuel = self.config.effort.max(1) * batch.len().max(1);
             self.exert(fuel);
             self.introduce(batch);
+            self.tidy();
         }
     }
 
@@ -160,16 +170,17 @@ impl<U: Update> Spine<U> {
     pub fn exert(&mut self, fuel: usize) {
         let fuel = fuel.min(isize::MAX as usize) as isize;
         for level in 0..self.levels.len() {
-            if let Level::Merging(merge) = &mut self.levels[level] {
+            if let Level::Merging(merge, _) = &mut self.levels[level] {
                 let mut granted = fuel;
                 if merge.work(&mut granted) {
-                    let Level::Merging(merge) =
+                    let Level::Merging(merge, weight) =
                         std::mem::replace(&mut self.levels[level], Level::Vacant)
                     else {
                         unreachable!("matched Merging above")
                     };
                     let merged = merge.complete();
-                    self.settle(level, merged);
+                    // A completed merge climbs one level, whatever consolidation left of it.
+                    self.place(level + 1, merged, weight);
                 }
             }
         }
@@ -180,7 +191,7 @@ impl<U: Update> Spine<U> {
         while self
             .levels
             .iter()
-            .any(|level| matches!(level, Level::Merging(_)))
+            .any(|level| matches!(level, Level::Merging(..)))
         {
             self.exert(usize::MAX);
         }
@@ -194,7 +205,7 @@ impl<U: Update> Spine<U> {
     pub fn compact(&mut self) {
         let mut merged: Option<Batch<U>> = None;
         for level in (0..self.levels.len()).rev() {
-            if let Some(newer) = self.take_level(level) {
+            if let Some((newer, _)) = self.take_level(level) {
                 merged = Some(match merged {
                     None => newer,
                     Some(older) => Merge::new(older, newer, self.logical.borrow()).complete(),
@@ -203,20 +214,22 @@ impl<U: Update> Spine<U> {
         }
         self.levels.clear();
         if let Some(batch) = merged {
-            self.max_batch_len = self.max_batch_len.max(batch.len());
-            let level = level_of(batch.len());
-            self.place(level, batch);
+            // The counter restarts from what the trace holds.
+            let weight = batch.len().max(1);
+            self.place(level_of(weight), batch, weight);
         }
     }
 
     /// Puts a newly admitted batch, the newest of all, at its level.
     fn introduce(&mut self, batch: Batch<U>) {
-        let level = level_of(batch.len());
-        // The levels below hold newer batches than those above and fewer updates than `batch`:
+        let mut weight = batch.len().max(1);
+        let level = level_of(weight);
+        // The levels below hold newer batches than those above and weigh less than `batch`:
         // fold them, oldest first, into one batch ahead of it.
         let mut merged: Option<Batch<U>> = None;
         for lower in (0..level.min(self.levels.len())).rev() {
-            if let Some(older) = self.take_level(lower) {
+            if let Some((older, older_weight)) = self.take_level(lower) {
+                weight += older_weight;
                 merged = Some(match merged {
                     None => older,
                     Some(acc) => Merge::new(acc, older, self.logical.borrow()).complete(),
@@ -227,49 +240,66 @@ impl<U: Update> Spine<U> {
             None => batch,
             Some(acc) => Merge::new(acc, batch, self.logical.borrow()).complete(),
         };
-        self.max_batch_len = self.max_batch_len.max(batch.len());
-        // Every level below is now vacant, so a batch that consolidation shrank may go lower.
-        self.place(level.min(level_of(batch.len())), batch);
+        self.place(level, batch, weight);
     }
 
-    /// Empties `level`, returning its batches oldest first (completing a merge in progress).
-    fn take_level(&mut self, level: usize) -> Option<Batch<U>> {
+    /// Moves the top level's batch down while it weighs much more than its length and the
+    /// level below is vacant: a batch that consolidation shrank should merge again after about
+    /// its length of inserts, not after its (possibly huge) weight.
+    fn tidy(&mut self) {
+        while let Some(Level::Vacant) = self.levels.last() {
+            self.levels.pop();
+        }
+        loop {
+            let top = self.levels.len();
+            if top < 2 {
+                return;
+            }
+            let Level::Single(batch, _) = &self.levels[top - 1] else {
+                return;
+            };
+            let deserved = batch.len().max(1);
+            if level_of(deserved) >= top - 1 || !matches!(self.levels[top - 2], Level::Vacant) {
+                return;
+            }
+            let Some(Level::Single(batch, _)) = self.levels.pop() else {
+                unreachable!("matched Single above")
+            };
+            self.levels[top - 2] = Level::Single(batch, deserved);
+        }
+    }
+
+    /// Empties `level`, returning its batches oldest first (completing a merge in progress),
+    /// with their weight.
+    fn take_level(&mut self, level: usize) -> Option<(Batch<U>, usize)> {
         match std::mem::replace(&mut self.levels[level], Level::Vacant) {
             Level::Vacant => None,
-            Level::Single(batch) => Some(batch),
-            Level::Merging(merge) => Some(merge.complete()),
+            Level::Single(batch, weight) => Some((batch, weight)),
+            Level::Merging(merge, weight) => Some((merge.complete(), weight)),
         }
     }
 
-    /// Puts the result of a merge completed at `level` (now vacant) where its size belongs: one
-    /// level up, unless consolidation shrank it enough to stay. Staying keeps levels from
-    /// growing with batches that cancel out.
-    fn settle(&mut self, level: usize, merged: Batch<U>) {
-        self.max_batch_len = self.max_batch_len.max(merged.len());
-        if merged.len() <= 1 << level.min(usize::BITS as usize - 2) {
-            self.levels[level] = Level::Single(merged);
-        } else {
-            self.place(level + 1, merged);
-        }
-    }
-
-    /// Puts `batch`, newer than everything at `level` and above and older than everything
-    /// below, at `level`.
-    fn place(&mut self, level: usize, batch: Batch<U>) {
+    /// Puts `batch` of `weight`, newer than everything at `level` and above and older than
+    /// everything below, at `level`.
+    fn place(&mut self, level: usize, batch: Batch<U>, weight: usize) {
+        self.max_weight = self.max_weight.max(weight);
         if self.levels.len() <= level {
             self.levels.resize_with(level + 1, || Level::Vacant);
         }
         self.levels[level] = match std::mem::replace(&mut self.levels[level], Level::Vacant) {
-            Level::Vacant => Level::Single(batch),
-            Level::Single(older) => {
-                Level::Merging(Box::new(Merge::new(older, batch, self.logical.borrow())))
-            }
-            Level::Merging(merge) => {
+            Level::Vacant => Level::Single(batch, weight),
+            Level::Single(older, older_weight) => Level::Merging(
+                Box::new(Merge::new(older, batch, self.logical.borrow())),
+                older_weight + weight,
+            ),
+            Level::Merging(merge, merge_weight) => {
                 // The merge fell behind (only with little effort): finish it and start merging
                 // its result with the newcomer.
                 let merged = merge.complete();
-                self.max_batch_len = self.max_batch_len.max(merged.len());
-                Level::Merging(Box::new(Merge::new(merged, batch, self.logical.borrow())))
+                Level::Merging(
+                    Box::new(Merge::new(merged, batch, self.logical.borrow())),
+                    merge_weight + weight,
+                )
             }
         };
     }
@@ -280,8 +310,8 @@ impl<U: Update> Spine<U> {
         for level in self.levels.iter().rev() {
             match level {
                 Level::Vacant => {}
-                Level::Single(batch) => batches.push(batch.clone()),
-                Level::Merging(merge) => batches.extend(merge.inputs().into_iter().cloned()),
+                Level::Single(batch, _) => batches.push(batch.clone()),
+                Level::Merging(merge, _) => batches.extend(merge.inputs().into_iter().cloned()),
             }
         }
         batches.extend(self.pending.iter().cloned());
@@ -299,8 +329,8 @@ impl<U: Update> Spine<U> {
             .iter()
             .map(|level| match level {
                 Level::Vacant => 0,
-                Level::Single(_) => 1,
-                Level::Merging(_) => 2,
+                Level::Single(..) => 1,
+                Level::Merging(..) => 2,
             })
             .sum::<usize>()
             + self.pending.len()
@@ -338,13 +368,24 @@ impl<U: Update> Spine<U> {
             batch.check_invariants();
         }
         assert_eq!(expected_lower, self.upper, "batches do not reach the upper");
-        // Levels hold at most two batches each, and a batch reaches level k only when it, or
-        // a batch that merged into it, held more than 2^(k-1) updates.
+        // Levels hold at most two batches each, a batch reaches level k only when it, or the
+        // batches merged into it, weighed more than 2^(k-1), and a batch weighs at least its
+        // length.
         assert!(
-            self.levels.len() <= level_of(self.max_batch_len) + 2,
-            "{} levels for batches of at most {} updates",
+            self.levels.len() <= level_of(self.max_weight) + 2,
+            "{} levels for weights of at most {}",
             self.levels.len(),
-            self.max_batch_len
+            self.max_weight
         );
+        for level in &self.levels {
+            match level {
+                Level::Vacant => {}
+                Level::Single(batch, weight) => assert!(batch.len() <= *weight, "light batch"),
+                Level::Merging(merge, weight) => {
+                    let [older, newer] = merge.inputs();
+                    assert!(older.len() + newer.len() <= *weight, "light merge");
+                }
+            }
+        }
     }
 }

@@ -276,6 +276,53 @@ fn collapse_completes_merges_in_progress() {
     }
 }
 
+/// Churn that cancels among the new batches, and empty batches, still count towards merging
+/// with an old large batch: deletions of its updates must not pile up beside it for ever (every
+/// reader would walk the stale updates and their deletions).
+#[test]
+fn deletions_of_an_old_batch_merge_into_it_despite_churn() {
+    type U = (u64, u64, u64, i64);
+    // Inserts `rows` as the batch `[upper, upper + 1)` and lets everything before it compact.
+    fn insert(spine: &mut Spine<U>, model: &mut Vec<U>, upper: &mut u64, rows: Vec<U>) {
+        model.extend(rows.iter().cloned());
+        let description = Description::new(
+            Antichain::from_elem(*upper),
+            Antichain::from_elem(*upper + 1),
+        );
+        spine.insert(build(rows, description));
+        *upper += 1;
+        spine.set_logical_compaction(Antichain::from_elem(*upper).borrow());
+        spine.set_physical_compaction(Antichain::from_elem(*upper).borrow());
+        spine.check_invariants();
+    }
+    let mut spine = Spine::<U>::new(SpineConfig::default());
+    let (mut model, mut upper) = (Vec::new(), 0u64);
+    let originals = (0..1024).map(|k| (k, 0, 0, 1)).collect();
+    insert(&mut spine, &mut model, &mut upper, originals);
+    let live = 1024 - 256;
+    for deleted in 0..256u64 {
+        let time = upper;
+        // Delete one original update; insert and retract a temporary one; then idle.
+        let churn = vec![(deleted, 0, time, -1), (5000 + deleted, 0, time, 1)];
+        insert(&mut spine, &mut model, &mut upper, churn);
+        let retract = vec![(5000 + deleted, 0, time + 1, -1)];
+        insert(&mut spine, &mut model, &mut upper, retract);
+        for _ in 0..14 {
+            insert(&mut spine, &mut model, &mut upper, Vec::new());
+        }
+    }
+    assert_eq!(
+        spine.snapshot().accumulate_at(&upper),
+        model_at(&model, &upper)
+    );
+    // Levelling by length would hold all 1024 originals and the 256 deletions beside them.
+    assert!(
+        spine.len() < live + live / 4,
+        "{} updates held for {live} live",
+        spine.len()
+    );
+}
+
 /// Partially ordered times: batches over intervals of rounds, each update at (round, iteration)
 /// with random iterations; compaction to a round frontier keeps accumulations at every
 /// `(round, iteration)` beyond it.
