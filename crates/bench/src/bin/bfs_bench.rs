@@ -3,9 +3,11 @@
 //! For each graph, worker count and batch size, both engines run bfs from root 0 over the same
 //! generated change stream (`ripple bfs --nodes N --edges M --updates U --batch B`): the graph
 //! is loaded at time 0, then each update (one inserted and one removed edge) happens at its
-//! own time, and `B` times are fed per step. Runs alternate between the engines. Reported per
-//! run: load time, total time, updates/s, per-step latency p50/p99/max, peak heap (a counting
-//! allocator, reset before each run) and the output checksum, which must match.
+//! own time, and `B` times are fed per step. Runs alternate between the engines; with `--runs N`
+//! each cell runs N times per engine and reports the run with the median throughput (these
+//! machines are noisy). Reported per run: load time, total time, updates/s, per-step latency
+//! p50/p99/max, peak heap (a counting allocator, reset before each run) and the output
+//! checksum, which must match across engines and runs.
 //!
 //! Writes `bfs.md` (tables) and one latency CDF plot per graph (`bfs-latency-*.svg`) into
 //! `--out`.
@@ -48,6 +50,9 @@ struct Args {
     /// Generator seed.
     #[arg(long, default_value_t = 0)]
     seed: u64,
+    /// Runs per cell and engine; the run with the median throughput is reported.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    runs: u32,
     /// A smoke run for CI: graphs 1000/2000 and 10000/20000, 2000 updates, batches 1, 10,
     /// 100, 1000 (overrides --graphs, --updates and --batches).
     #[arg(long)]
@@ -86,6 +91,16 @@ fn short(count: u64) -> String {
         c if c >= 1_000 && c % 1_000 == 0 => format!("{}k", c / 1_000),
         c => c.to_string(),
     }
+}
+
+/// Of several runs, the one with the median throughput.
+fn median_run(mut runs: Vec<(RunReport, usize)>) -> (RunReport, usize) {
+    runs.sort_by(|a, b| {
+        a.0.updates_per_second()
+            .total_cmp(&b.0.updates_per_second())
+    });
+    let middle = runs.len() / 2;
+    runs.swap_remove(middle)
 }
 
 /// Runs `body`, returning its result and the peak heap it added.
@@ -148,14 +163,24 @@ fn main() -> ExitCode {
                 let dd_run = || measured(|| run_dd(Arc::clone(&source), &options));
                 // Alternate which engine goes first, so neither always meets a warm or a
                 // fragmented heap.
-                let ((ripple, ripple_heap), (dd, dd_heap)) = if ripple_first {
-                    let r = ripple_run();
-                    (r, dd_run())
-                } else {
-                    let d = dd_run();
-                    (ripple_run(), d)
-                };
-                ripple_first = !ripple_first;
+                let (mut ripple_runs, mut dd_runs) = (Vec::new(), Vec::new());
+                for _ in 0..args.runs {
+                    if ripple_first {
+                        ripple_runs.push(ripple_run());
+                        dd_runs.push(dd_run());
+                    } else {
+                        dd_runs.push(dd_run());
+                        ripple_runs.push(ripple_run());
+                    }
+                    ripple_first = !ripple_first;
+                }
+                let reference = (dd_runs[0].0.checksum, dd_runs[0].0.rows);
+                let mismatched = ripple_runs
+                    .iter()
+                    .chain(&dd_runs)
+                    .any(|(report, _)| (report.checksum, report.rows) != reference);
+                let (ripple, ripple_heap) = median_run(ripple_runs);
+                let (dd, dd_heap) = median_run(dd_runs);
                 eprintln!(
                     "[{:>3}/{configurations} {:>7.1}s] {graph} w{workers} b{batch}: ripple {:.0}/s, dd {:.0}/s ({:.2}x), heap {} vs {}",
                     results.len() + 1,
@@ -166,7 +191,7 @@ fn main() -> ExitCode {
                     bytes(ripple_heap),
                     bytes(dd_heap),
                 );
-                if ripple.checksum != dd.checksum || ripple.rows != dd.rows {
+                if mismatched {
                     mismatches.push(format!(
                         "{graph} w{workers} b{batch}: ripple {:016x} ({} rows) vs dd {:016x} ({} rows)",
                         ripple.checksum.0, ripple.rows, dd.checksum.0, dd.rows
@@ -221,20 +246,23 @@ fn write_report(args: &Args, results: &[Measured], mismatches: &[String]) -> Res
     let mut text = String::new();
     text.push_str("# bfs: ripple beside differential-dataflow 0.26\n\n");
     text.push_str(&format!(
-        "Reproduce: `cargo run --release -p ripple-bench --bin bfs-bench -- --graphs {} --updates {} --batches {} --workers {} --seed {}`.\n\n",
+        "Reproduce: `cargo run --release -p ripple-bench --bin bfs-bench -- --graphs {} --updates {} --batches {} --workers {} --seed {} --runs {}`.\n\n",
         args.graphs.join(","),
         args.updates,
         args.batches.iter().map(u64::to_string).collect::<Vec<_>>().join(","),
         args.workers.iter().map(usize::to_string).collect::<Vec<_>>().join(","),
         args.seed,
+        args.runs,
     ));
-    text.push_str(
+    text.push_str(&format!(
         "bfs from root 0 over the generated graph (`ripple bfs --help` documents the generator); \
          each update inserts one random edge and removes the oldest, at its own time; `batch` \
          times are fed per step. `updates/s` counts updates (times) after the initial load; \
          latencies are per step; `peak heap` is the most heap the run held at once (a counting \
-         allocator). One run per cell, engines alternating; ratios are ripple / differential.\n\n",
-    );
+         allocator). Each cell reports, per engine, the run with the median throughput of {} \
+         (engines alternating); ratios are ripple / differential.\n\n",
+        args.runs
+    ));
     if !mismatches.is_empty() {
         text.push_str("**Output mismatches:**\n\n");
         for mismatch in mismatches {
