@@ -138,6 +138,42 @@ pub fn consolidate<U: Update>(updates: &mut Updates<U>) {
     }
 }
 
+/// Within each run of equal values (`.0`), sorts by time (`.1`), adds up the diffs of equal
+/// times and drops zero sums; the runs keep their order. Any order of values is correct, and
+/// grouping equal values makes the consolidation thorough. Used where histories were just
+/// advanced by a meet, which makes many of a value's times equal.
+pub fn consolidate_within_values<V: Eq, T: Ord, R: Semigroup>(updates: &mut Vec<(V, T, R)>) {
+    let mut kept = 0;
+    let mut start = 0;
+    while start < updates.len() {
+        let mut end = start + 1;
+        while end < updates.len() && updates[end].0 == updates[start].0 {
+            end += 1;
+        }
+        let run = &mut updates[start..end];
+        if !run.is_sorted_by(|a, b| a.1 <= b.1) {
+            run.sort_unstable_by(|a, b| a.1.cmp(&b.1));
+        }
+        let run_kept = kept;
+        for index in start..end {
+            if kept > run_kept && updates[kept - 1].1 == updates[index].1 {
+                let diff = updates[index].2.clone();
+                updates[kept - 1].2.plus_equals(&diff);
+                if updates[kept - 1].2.is_zero() {
+                    kept -= 1;
+                }
+            } else {
+                if kept != index {
+                    updates.swap(kept, index);
+                }
+                kept += 1;
+            }
+        }
+        start = end;
+    }
+    updates.truncate(kept);
+}
+
 /// Sorts `(item, diff)` pairs by item, adds the diffs of equal items and drops zero sums: the
 /// normal form of one key's history (items are times) or accumulation (items are values).
 pub fn consolidate_pairs<I: Ord, R: Semigroup>(pairs: &mut Vec<(I, R)>) {

@@ -10,7 +10,7 @@
 //! product of the histories.
 
 use columnar::Ref;
-use ripple_updates::consolidate::consolidate_triples;
+use ripple_updates::consolidate::{consolidate_triples, consolidate_within_values};
 use ripple_updates::{Antichain, Data, Semigroup, Time};
 
 /// Histories whose product is at most this large take the nested loop.
@@ -71,34 +71,7 @@ impl<'a, V: Data, T: Time, R: Semigroup> KeyHistory<'a, V, T, R> {
         for update in self.updates.iter_mut() {
             update.1.join_assign(meet);
         }
-        let updates = &mut self.updates;
-        let mut kept = 0;
-        let mut start = 0;
-        while start < updates.len() {
-            let mut end = start + 1;
-            while end < updates.len() && updates[end].0 == updates[start].0 {
-                end += 1;
-            }
-            let run = &mut updates[start..end];
-            if !run.is_sorted_by(|a, b| a.1 <= b.1) {
-                run.sort_unstable_by(|a, b| a.1.cmp(&b.1));
-            }
-            let run_kept = kept;
-            for index in start..end {
-                if kept > run_kept && updates[kept - 1].1 == updates[index].1 {
-                    let diff = updates[index].2.clone();
-                    updates[kept - 1].2.plus_equals(&diff);
-                    if updates[kept - 1].2.is_zero() {
-                        kept -= 1;
-                    }
-                } else {
-                    updates.swap(kept, index);
-                    kept += 1;
-                }
-            }
-            start = end;
-        }
-        updates.truncate(kept);
+        consolidate_within_values(&mut self.updates);
     }
 }
 

@@ -21,7 +21,7 @@
 //!   deferred time).
 
 use columnar::Ref;
-use ripple_updates::consolidate::consolidate_pairs;
+use ripple_updates::consolidate::{consolidate_pairs, consolidate_within_values};
 use ripple_updates::{Abelian, AntichainRef, Data, Semigroup, Time};
 
 /// Buffers reused across keys.
@@ -131,40 +131,11 @@ fn advance_passed<V: Ord, T: Time, R: Semigroup>(passed: &mut Vec<(V, T, R)>, me
     passed.truncate(kept);
 }
 
-/// Adds up the diffs of equal `(value, time)` pairs within each run of equal values, drops
-/// zero sums, then sorts by time. Histories arrive grouped by value, and advancing them by the
-/// meet makes many of a value's times equal: the updates that cancel vanish, and their times
-/// need no visit. (Grouping only makes this thorough; any order is correct.)
+/// Consolidates within each value's run (see [`consolidate_within_values`]), then sorts by
+/// time. Histories arrive grouped by value, and advancing them by the meet makes many of a
+/// value's times equal: the updates that cancel vanish, and their times need no visit.
 fn consolidate_values_then_sort<V: Eq, T: Time, R: Semigroup>(updates: &mut Vec<(V, T, R)>) {
-    let mut kept = 0;
-    let mut start = 0;
-    while start < updates.len() {
-        let mut end = start + 1;
-        while end < updates.len() && updates[end].0 == updates[start].0 {
-            end += 1;
-        }
-        let run = &mut updates[start..end];
-        if !run.is_sorted_by(|a, b| a.1 <= b.1) {
-            run.sort_unstable_by(|a, b| a.1.cmp(&b.1));
-        }
-        let run_kept = kept;
-        for index in start..end {
-            if kept > run_kept && updates[kept - 1].1 == updates[index].1 {
-                let diff = updates[index].2.clone();
-                updates[kept - 1].2.plus_equals(&diff);
-                if updates[kept - 1].2.is_zero() {
-                    kept -= 1;
-                }
-            } else {
-                if kept != index {
-                    updates.swap(kept, index);
-                }
-                kept += 1;
-            }
-        }
-        start = end;
-    }
-    updates.truncate(kept);
+    consolidate_within_values(updates);
     updates.sort_unstable_by(|a, b| a.1.cmp(&b.1));
 }
 
