@@ -194,24 +194,16 @@ where
                         for (index, (key, times)) in work.iter().enumerate() {
                             let key_ref = key_column.get(index);
                             input_history.clear();
-                            gather(&mut history_cursor, key_ref, &mut input_history);
+                            gather(&mut history_cursor, key_ref, &mut input_history, |v| v);
                             new_updates.clear();
-                            gather(&mut new_cursor, key_ref, &mut new_updates);
+                            gather(&mut new_cursor, key_ref, &mut new_updates, |v| v);
                             output_history.clear();
-                            output_cursor.seek_key(key_ref);
-                            if output_cursor.get_key() == Some(key_ref) {
-                                while let Some(val) = output_cursor.get_val() {
-                                    let val = V2::into_owned(val);
-                                    output_cursor.map_times(|time, diff| {
-                                        output_history.push((
-                                            val.clone(),
-                                            T::into_owned(time),
-                                            R2::into_owned(diff),
-                                        ))
-                                    });
-                                    output_cursor.step_val();
-                                }
-                            }
+                            gather(
+                                &mut output_cursor,
+                                key_ref,
+                                &mut output_history,
+                                V2::into_owned,
+                            );
                             reduce_key(
                                 &mut input_history,
                                 &mut new_updates,
@@ -267,11 +259,13 @@ where
     }
 }
 
-/// Appends the key's `(value, time, diff)` updates under `cursor` to `updates`.
-fn gather<'a, K, V, T, R>(
+/// Appends the key's `(value, time, diff)` updates under `cursor` to `updates`, each value as
+/// `value` makes it (borrowed for input histories, owned for the output's).
+fn gather<'a, K, V, T, R, W>(
     cursor: &mut TraceCursor<'a, (K, V, T, R)>,
     key: Ref<'a, K>,
-    updates: &mut Vec<(Ref<'a, V>, T, R)>,
+    updates: &mut Vec<(W, T, R)>,
+    mut value: impl FnMut(Ref<'a, V>) -> W,
 ) where
     K: Data,
     V: Data,
@@ -282,7 +276,7 @@ fn gather<'a, K, V, T, R>(
     if cursor.get_key() == Some(key) {
         while let Some(val) = cursor.get_val() {
             cursor.map_times(|time, diff| {
-                updates.push((val, T::into_owned(time), R::into_owned(diff)))
+                updates.push((value(val), T::into_owned(time), R::into_owned(diff)))
             });
             cursor.step_val();
         }

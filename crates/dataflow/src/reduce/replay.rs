@@ -88,7 +88,7 @@ fn insert_passed<V: Ord, T: Time, R: Semigroup>(passed: &mut Vec<(V, T, R)>, upd
 
 /// Joins every time of `passed` (sorted by `(value, time)`, consolidated) with `meet` and
 /// restores the order, adding up pairs that became equal. Joining leaves values in order, so
-/// only the times within each value's run may need sorting, and nothing moves if no time changed.
+/// consolidating within each value's run suffices, and nothing moves if no time changed.
 fn advance_passed<V: Ord, T: Time, R: Semigroup>(passed: &mut Vec<(V, T, R)>, meet: &T) {
     let mut changed = false;
     for update in passed.iter_mut() {
@@ -97,38 +97,9 @@ fn advance_passed<V: Ord, T: Time, R: Semigroup>(passed: &mut Vec<(V, T, R)>, me
             changed = true;
         }
     }
-    if !changed {
-        return;
+    if changed {
+        consolidate_within_values(passed);
     }
-    let mut start = 0;
-    while start < passed.len() {
-        let end = start + passed[start..].partition_point(|u| u.0 == passed[start].0);
-        let run = &mut passed[start..end];
-        if !run.is_sorted_by(|a, b| a.1 <= b.1) {
-            run.sort_unstable_by(|a, b| a.1.cmp(&b.1));
-        }
-        start = end;
-    }
-    // Add up equal pairs (now adjacent) and drop zero sums.
-    let mut kept = 0;
-    for index in 0..passed.len() {
-        if kept > 0
-            && passed[kept - 1].0 == passed[index].0
-            && passed[kept - 1].1 == passed[index].1
-        {
-            let diff = passed[index].2.clone();
-            passed[kept - 1].2.plus_equals(&diff);
-            if passed[kept - 1].2.is_zero() {
-                kept -= 1;
-            }
-        } else {
-            if kept != index {
-                passed.swap(kept, index);
-            }
-            kept += 1;
-        }
-    }
-    passed.truncate(kept);
 }
 
 /// Consolidates within each value's run (see [`consolidate_within_values`]), then sorts by
@@ -170,8 +141,8 @@ fn accumulate_passed<V: Clone + Eq, T: Time, R: Semigroup>(
 /// bound, `batch` its input updates inside the interval, `output` its output history (the
 /// histories best grouped by value; all three are scratch, advanced and consolidated in place)
 /// and `times` the times deferred to this interval by earlier passes (sorted, distinct, none
-/// at or beyond `upper`). Corrections at times before
-/// `upper` go to `emit`; times at or beyond `upper` that will need examining go to `defer`.
+/// at or beyond `upper`). Corrections at times before `upper` go to `emit`; times at or beyond
+/// `upper` that will need examining go to `defer`.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn replay_key<'a, V, V2, T, R, R2>(
     history: &mut Vec<(Ref<'a, V>, T, R)>,
