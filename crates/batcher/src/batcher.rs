@@ -164,8 +164,7 @@ impl<U: Update> MergeBatcher<U> {
     }
 
     fn insert_ready(&mut self) {
-        let ready: Vec<Chain<U>> = self.chunker.take_ready().collect();
-        for chain in ready {
+        while let Some(chain) = self.chunker.pop_ready() {
             self.insert_chain(chain);
         }
     }

@@ -198,6 +198,11 @@ pub struct ChunkWriter<U: Update> {
     lens: Vec<usize>,
     /// Per-slice byte lengths of an empty container.
     empty_lens: Vec<usize>,
+    /// The first sample a fresh buffer was sized after (empty until then), and its per-slice
+    /// lengths: later fresh buffers are reserved from it before the first push, one
+    /// allocation per slice, instead of growing a sample and moving it into a sized buffer.
+    sample: Updates<U>,
+    sample_lens: Vec<usize>,
 }
 
 /// How many updates a fresh buffer holds before it is sized for a whole chunk: enough for a
@@ -229,6 +234,8 @@ impl<U: Update> ChunkWriter<U> {
                 slice_lens(Updates::<U>::default().view(), &mut lens);
                 lens
             },
+            sample: Updates::default(),
+            sample_lens: Vec::new(),
         }
     }
 
@@ -269,7 +276,8 @@ impl<U: Update> ChunkWriter<U> {
         self.check_at.saturating_sub(self.updates.len()).max(1)
     }
 
-    /// Starts a chunk in a stashed buffer if there is one, so full chunks ship without a copy.
+    /// Starts a chunk in a stashed buffer if there is one, or else in a buffer reserved after
+    /// the writer's sample, so full chunks ship without a copy.
     #[inline]
     pub fn prepare(&mut self, stash: &mut Stash<U>) {
         if self.updates.is_empty() && self.capacity.is_none() {
@@ -277,8 +285,28 @@ impl<U: Update> ChunkWriter<U> {
                 self.updates = updates;
                 self.capacity = Some(capacity);
                 self.fresh = false;
+            } else if !self.sample.is_empty() {
+                self.reserve_from_sample();
             }
         }
+    }
+
+    /// Reserves the empty buffer for a chunk of the target size (or the expected bytes, if
+    /// fewer) in copies of the sample.
+    #[cold]
+    fn reserve_from_sample(&mut self) {
+        let grown = self.sample_lens.iter().zip(&self.empty_lens);
+        let sample_bytes: usize = grown.map(|(len, base)| len - (*base).min(*len)).sum();
+        let copies = self.target.min(self.expected_bytes) / sample_bytes.max(1);
+        if copies == 0 {
+            return;
+        }
+        self.updates = Updates::default();
+        self.updates.reserve_for_copies(self.sample.view(), copies);
+        let capacity = self.sample_lens.iter().zip(&self.empty_lens);
+        let capacity = capacity.map(|(len, base)| base + (len - (*base).min(*len)) * copies);
+        self.capacity = Some(capacity.collect());
+        self.fresh = false;
     }
 
     /// True when the chunk has reached its size; otherwise sets the next checkpoint.
@@ -304,6 +332,10 @@ impl<U: Update> ChunkWriter<U> {
             }
             // Size the buffer for the whole chunk now, proportionally to the sample, so that it
             // neither doubles past the chunk nor needs a copy to an exact size when it ships.
+            if self.sample.is_empty() {
+                self.sample.extend_from(self.updates.view(), 0..len);
+                self.sample_lens.clone_from(&self.lens);
+            }
             let expected_room = self.expected_bytes.saturating_sub(bytes) / update_bytes;
             let copies = room.min(expected_room) / len;
             if copies >= 3 {

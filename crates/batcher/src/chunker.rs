@@ -69,6 +69,10 @@ impl<U: Update> Chunker<U> {
     /// Accepts a container of updates, in any order.
     pub fn push(&mut self, input: UpdatesView<'_, U>, stash: &mut Stash<U>) {
         if rows_are_plain::<U>() {
+            if self.rows.capacity() < self.rows_max {
+                // The pending limit is the buffer's size: reserve it once rather than doubling.
+                self.rows.reserve_exact(self.rows_max - self.rows.len());
+            }
             let mut index = 0;
             while index < input.len() {
                 let take = self
@@ -120,6 +124,11 @@ impl<U: Update> Chunker<U> {
     /// Takes the chains formed so far.
     pub fn take_ready(&mut self) -> impl Iterator<Item = Chain<U>> + '_ {
         self.ready.drain(..)
+    }
+
+    /// Takes one chain formed so far, the latest first.
+    pub fn pop_ready(&mut self) -> Option<Chain<U>> {
+        self.ready.pop()
     }
 
     /// Updates pending, not yet in a chain.

@@ -13,6 +13,9 @@ use columnar::Columnar;
 use ripple_updates::{Antichain, AntichainRef, Update};
 use timely::progress::Timestamp;
 
+/// Below this average run length a mixed chunk is copied by index lists rather than by runs.
+const SHORT_RUN: usize = 8;
+
 /// Splits `chain` by `upper`: returns `(ship, keep)` and sets `frontier` to the antichain of
 /// the times in `keep`.
 pub fn extract<U: Update>(
@@ -49,6 +52,7 @@ pub fn extract<U: Update>(
     keep_writer.expect_bytes(kept_bytes + kept_bytes / 8);
     ship_writer.expect_bytes((bytes - kept_bytes) + (bytes - kept_bytes) / 8);
 
+    let mut indices: [Vec<u32>; 2] = Default::default();
     let mut offset = 0;
     for chunk in chain.into_chunks() {
         let view = chunk.view();
@@ -66,6 +70,35 @@ pub fn extract<U: Update>(
             continue;
         }
 
+        // Scattered flags (runs of a few updates, as when times interleave) are copied by
+        // index lists, one gather per column and side; long runs are copied run by run.
+        let runs = 1 + flags.windows(2).filter(|pair| pair[0] != pair[1]).count();
+        if runs * SHORT_RUN > view.len() && view.len() <= u32::MAX as usize {
+            let [ship_indices, keep_indices] = &mut indices;
+            ship_indices.clear();
+            keep_indices.clear();
+            for (index, &kept) in flags.iter().enumerate() {
+                // Index arithmetic instead of a branch: the flags are unpredictable here.
+                [&mut *ship_indices, &mut *keep_indices][kept as usize].push(index as u32);
+            }
+            for (selected, writer, output) in [
+                (&*ship_indices, &mut *ship_writer, &mut ship),
+                (&*keep_indices, &mut *keep_writer, &mut keep),
+            ] {
+                let mut start = 0;
+                while start < selected.len() {
+                    writer.prepare(stash);
+                    let end = selected.len().min(start + writer.room());
+                    writer.updates().extend_gather(view, &selected[start..end]);
+                    if writer.is_full() {
+                        writer.flush(output, stash);
+                    }
+                    start = end;
+                }
+            }
+            stash.recycle(chunk);
+            continue;
+        }
         let mut start = 0;
         while start < view.len() {
             let kept = flags[start];

@@ -1,7 +1,7 @@
-//! A global allocator wrapper that counts live heap bytes and their peak.
+//! A global allocator wrapper that counts live heap bytes, their peak, and allocation calls.
 //!
-//! Benchmarks install it with `#[global_allocator]` and read [`live_bytes`] and [`peak_bytes`]
-//! around the measured region; [`reset_peak`] starts a new region. The counts include capacity,
+//! Benchmarks install it with `#[global_allocator]` and read [`live_bytes`], [`peak_bytes`] and
+//! [`allocation_calls`] around the measured region; [`reset_peak`] starts a new region. The counts include capacity,
 //! not just what is used: over-reserved memory counts against whoever reserved it.
 
 use std::alloc::{GlobalAlloc, Layout, System};
@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 static LIVE: AtomicUsize = AtomicUsize::new(0);
 static PEAK: AtomicUsize = AtomicUsize::new(0);
+static CALLS: AtomicUsize = AtomicUsize::new(0);
 
 /// Forwards to the system allocator and counts bytes.
 pub struct CountingAlloc;
@@ -32,6 +33,7 @@ unsafe impl GlobalAlloc for CountingAlloc {
         // SAFETY: forwarded unchanged; see the impl comment.
         let pointer = unsafe { System.alloc(layout) };
         if !pointer.is_null() {
+            CALLS.fetch_add(1, Ordering::Relaxed);
             grow(layout.size());
         }
         pointer
@@ -41,6 +43,7 @@ unsafe impl GlobalAlloc for CountingAlloc {
         // SAFETY: forwarded unchanged; see the impl comment.
         let pointer = unsafe { System.alloc_zeroed(layout) };
         if !pointer.is_null() {
+            CALLS.fetch_add(1, Ordering::Relaxed);
             grow(layout.size());
         }
         pointer
@@ -56,6 +59,7 @@ unsafe impl GlobalAlloc for CountingAlloc {
         // SAFETY: forwarded unchanged; see the impl comment.
         let moved = unsafe { System.realloc(pointer, layout, new_size) };
         if !moved.is_null() {
+            CALLS.fetch_add(1, Ordering::Relaxed);
             if new_size >= layout.size() {
                 grow(new_size - layout.size());
             } else {
@@ -74,6 +78,11 @@ pub fn live_bytes() -> usize {
 /// The most heap bytes live at once since the last [`reset_peak`].
 pub fn peak_bytes() -> usize {
     PEAK.load(Ordering::Relaxed)
+}
+
+/// Allocations and reallocations that succeeded so far (a growing count: subtract two readings).
+pub fn allocation_calls() -> usize {
+    CALLS.load(Ordering::Relaxed)
 }
 
 /// Starts a new peak measurement from the current live bytes.

@@ -172,6 +172,23 @@ impl<U: Update> Updates<U> {
         self.diffs.extend_from_self(view.diffs, range);
     }
 
+    /// Appends the updates of `view` at `indices`, in that order, one pass per column.
+    ///
+    /// For scattered selections (short runs) this beats one [`Updates::extend_from`] per run:
+    /// each column is a single gather loop, with no per-run call and no branch on the data.
+    #[inline]
+    pub fn extend_gather(&mut self, view: UpdatesView<'_, U>, indices: &[u32]) {
+        let at = |i: &u32| *i as usize;
+        self.keys
+            .extend(indices.iter().map(|i| view.keys.get(at(i))));
+        self.vals
+            .extend(indices.iter().map(|i| view.vals.get(at(i))));
+        self.times
+            .extend(indices.iter().map(|i| view.times.get(at(i))));
+        self.diffs
+            .extend(indices.iter().map(|i| view.diffs.get(at(i))));
+    }
+
     /// Reserves room for `copies` more copies of the current contents, slice by slice.
     ///
     /// This is how a buffer is sized for a chunk without knowing its types: after a sample of
@@ -193,6 +210,19 @@ impl<U: Update> Updates<U> {
         resize(&mut self.vals, copies);
         resize(&mut self.times, copies);
         resize(&mut self.diffs, copies);
+    }
+
+    /// Reserves room for `copies` copies of `sample`, slice by slice: on an empty buffer, one
+    /// allocation per slice of exactly that size (`Vec::reserve` from empty is exact).
+    pub fn reserve_for_copies(&mut self, sample: UpdatesView<'_, U>, copies: usize) {
+        self.keys
+            .reserve_for(std::iter::repeat_n(sample.keys, copies));
+        self.vals
+            .reserve_for(std::iter::repeat_n(sample.vals, copies));
+        self.times
+            .reserve_for(std::iter::repeat_n(sample.times, copies));
+        self.diffs
+            .reserve_for(std::iter::repeat_n(sample.diffs, copies));
     }
 
     /// Removes all updates, keeping the allocations.
@@ -350,6 +380,50 @@ impl<'a, U: Update> UpdatesView<'a, U> {
                 self.val(index),
                 self.time(index),
             );
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Updates;
+    use crate::update::Row;
+    use proptest::prelude::*;
+
+    type StrU = (String, u64, u64, i64);
+
+    proptest! {
+        /// A gather appends exactly the rows at the indices, in index order.
+        #[test]
+        fn gather_copies_the_selected_rows(
+            rows in proptest::collection::vec(("[a-z]{0,12}", 0u64..9, 0u64..4, -3i64..4), 1..60),
+            picks in proptest::collection::vec(any::<prop::sample::Index>(), 0..80),
+        ) {
+            let rows: Vec<Row<StrU>> = rows;
+            let source = Updates::<StrU>::from_rows(rows.iter());
+            let indices: Vec<u32> = picks.iter().map(|pick| pick.index(rows.len()) as u32).collect();
+            let mut gathered = Updates::<StrU>::default();
+            gathered.extend_gather(source.view(), &indices);
+            let expected: Vec<Row<StrU>> = indices.iter().map(|&i| rows[i as usize].clone()).collect();
+            prop_assert_eq!(gathered.to_rows(), expected);
+        }
+
+        /// Reserving copies of a sample makes room for that many copies without reallocating.
+        #[test]
+        fn reserve_for_copies_holds_the_copies(
+            rows in proptest::collection::vec(("[a-z]{0,12}", 0u64..9, 0u64..4, -3i64..4), 1..8),
+            copies in 1usize..20,
+        ) {
+            let rows: Vec<Row<StrU>> = rows;
+            let sample = Updates::<StrU>::from_rows(rows.iter());
+            let mut reserved = Updates::<StrU>::default();
+            reserved.reserve_for_copies(sample.view(), copies);
+            let before = (reserved.vals.capacity(), reserved.times.capacity(), reserved.diffs.capacity());
+            for _ in 0..copies {
+                reserved.extend_from(sample.view(), 0..sample.len());
+            }
+            prop_assert_eq!(before, (reserved.vals.capacity(), reserved.times.capacity(), reserved.diffs.capacity()));
+            prop_assert_eq!(reserved.len(), copies * rows.len());
         }
     }
 }
