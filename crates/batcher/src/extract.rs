@@ -96,29 +96,28 @@ pub fn extract<U: Update>(
                     start = end;
                 }
             }
-            stash.recycle(chunk);
-            continue;
-        }
-        let mut start = 0;
-        while start < view.len() {
-            let kept = flags[start];
-            let (writer, output) = if kept {
-                (&mut *keep_writer, &mut keep)
-            } else {
-                (&mut *ship_writer, &mut ship)
-            };
-            writer.prepare(stash);
-            let limit = view.len().min(start + writer.room());
-            let end = start
-                + flags[start..limit]
-                    .iter()
-                    .take_while(|&&k| k == kept)
-                    .count();
-            writer.updates().extend_from(view, start..end);
-            if writer.is_full() {
-                writer.flush(output, stash);
+        } else {
+            let mut start = 0;
+            while start < view.len() {
+                let kept = flags[start];
+                let (writer, output) = if kept {
+                    (&mut *keep_writer, &mut keep)
+                } else {
+                    (&mut *ship_writer, &mut ship)
+                };
+                writer.prepare(stash);
+                let limit = view.len().min(start + writer.room());
+                let end = start
+                    + flags[start..limit]
+                        .iter()
+                        .take_while(|&&k| k == kept)
+                        .count();
+                writer.updates().extend_from(view, start..end);
+                if writer.is_full() {
+                    writer.flush(output, stash);
+                }
+                start = end;
             }
-            start = end;
         }
         stash.recycle(chunk);
     }

@@ -1,8 +1,9 @@
 //! A global allocator wrapper that counts live heap bytes, their peak, and allocation calls.
 //!
 //! Benchmarks install it with `#[global_allocator]` and read [`live_bytes`], [`peak_bytes`] and
-//! [`allocation_calls`] around the measured region; [`reset_peak`] starts a new region. The counts include capacity,
-//! not just what is used: over-reserved memory counts against whoever reserved it.
+//! [`allocation_calls`] around the measured region; [`reset_peak`] starts a new region. The
+//! counts include capacity, not just what is used: over-reserved memory counts against whoever
+//! reserved it.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};
