@@ -100,6 +100,15 @@ fn slice_lens<U: Update>(view: UpdatesView<'_, U>, lens: &mut Vec<usize>) {
     view.for_each_slice_len(|len| lens.push(len));
 }
 
+/// Per-slice byte capacities of a buffer reserved for `copies` copies of a sample whose
+/// per-slice lengths are `lens` (an empty container's lengths `empty` are counted once).
+fn copies_capacity(lens: &[usize], empty: &[usize], copies: usize) -> Vec<usize> {
+    lens.iter()
+        .zip(empty)
+        .map(|(len, base)| base + len.saturating_sub(*base) * copies)
+        .collect()
+}
+
 /// True when contents of per-slice lengths `lens` fit `capacity` without reallocation and
 /// without holding more than 1.25x their size.
 fn fits(lens: &[usize], capacity: &[usize]) -> bool {
@@ -303,9 +312,7 @@ impl<U: Update> ChunkWriter<U> {
         }
         self.updates = Updates::default();
         self.updates.reserve_for_copies(self.sample.view(), copies);
-        let capacity = self.sample_lens.iter().zip(&self.empty_lens);
-        let capacity = capacity.map(|(len, base)| base + (len - (*base).min(*len)) * copies);
-        self.capacity = Some(capacity.collect());
+        self.capacity = Some(copies_capacity(&self.sample_lens, &self.empty_lens, copies));
         self.fresh = false;
     }
 
@@ -340,9 +347,7 @@ impl<U: Update> ChunkWriter<U> {
             let copies = room.min(expected_room) / len;
             if copies >= 3 {
                 self.updates.reserve_copies(copies);
-                let capacity = self.lens.iter().zip(&self.empty_lens);
-                let capacity = capacity.map(|(len, base)| base + (len - base) * (copies + 1));
-                self.capacity = Some(capacity.collect());
+                self.capacity = Some(copies_capacity(&self.lens, &self.empty_lens, copies + 1));
             }
             self.fresh = false;
         }
