@@ -3,18 +3,19 @@
 //! Every pair of updates `(v1, t1, r1)`, `(v2, t2, r2)` contributes `(v1, v2)` at `t1 ∨ t2`
 //! with diff `r1 * r2`. Small histories take the plain nested loop. Large ones are walked in
 //! time order: each update meets the *already passed* updates of the other side, and those
-//! passed updates are periodically advanced to the other side's remaining times and
-//! consolidated. Advancing does not change any join with a remaining time (see
+//! passed updates are advanced to the frontier of the other side's remaining times and
+//! consolidated whenever they have grown by half (the frontier of every suffix is computed
+//! once, backwards, unless incomparable times would make that quadratic). Advancing does not change any join with a remaining time (see
 //! [`Lattice::advance_by`]), and after consolidation churn such as `+1 / -1` on the same value
 //! disappears, so the work follows the size of the accumulated collections rather than the
 //! product of the histories.
 
 use columnar::Ref;
 use ripple_updates::consolidate::{consolidate_triples, consolidate_within_values};
-use ripple_updates::{Antichain, Data, Semigroup, Time};
+use ripple_updates::{Antichain, AntichainRef, Data, Semigroup, Time};
 
 /// Histories whose product is at most this large take the nested loop.
-const NESTED_LOOP_PRODUCT: usize = 256;
+const NESTED_LOOP_PRODUCT: usize = 32;
 
 /// The updates of one key on one side: values by index, `(value index, time, diff)` triples.
 pub(crate) struct KeyHistory<'a, V: Data, T, R> {
@@ -121,6 +122,8 @@ where
     left.updates.sort_by(|a, b| a.1.cmp(&b.1));
     right.updates.sort_by(|a, b| a.1.cmp(&b.1));
     let (lefts, rights) = (&left.updates, &right.updates);
+    let left_frontiers = SuffixFrontiers::of(lefts);
+    let right_frontiers = SuffixFrontiers::of(rights);
     // The passed updates of each side, and their length after the last consolidation.
     let mut passed_left: Vec<(u32, T, R1)> = Vec::new();
     let mut passed_right: Vec<(u32, T, R2)> = Vec::new();
@@ -145,8 +148,8 @@ where
             work += passed_right.len() + 1;
             passed_left.push(lefts[l].clone());
             l += 1;
-            if passed_left.len() > 2 * left_compacted + 16 {
-                compact(&mut passed_left, &rights[r..]);
+            if due(passed_left.len(), left_compacted, right_frontiers.is_some()) {
+                compact(&mut passed_left, right_frontiers.as_ref(), &rights[r..], r);
                 left_compacted = passed_left.len();
             }
         } else {
@@ -163,8 +166,12 @@ where
             work += passed_left.len() + 1;
             passed_right.push(rights[r].clone());
             r += 1;
-            if passed_right.len() > 2 * right_compacted + 16 {
-                compact(&mut passed_right, &lefts[l..]);
+            if due(
+                passed_right.len(),
+                right_compacted,
+                left_frontiers.is_some(),
+            ) {
+                compact(&mut passed_right, left_frontiers.as_ref(), &lefts[l..], l);
                 right_compacted = passed_right.len();
             }
         }
@@ -172,20 +179,100 @@ where
     work
 }
 
-/// Advances `passed` to the frontier of `remaining`'s times and consolidates it. Only joins with
-/// the remaining times are ever taken again, and advancing preserves exactly those.
-fn compact<T: Time, R: Semigroup, R2>(passed: &mut Vec<(u32, T, R)>, remaining: &[(u32, T, R2)]) {
-    let mut frontier = Antichain::new();
-    for (_, time, _) in remaining {
-        frontier.insert(time.clone());
+/// Whether a passed side of `len` updates, `compacted` after its last consolidation, is due for
+/// another. Every update it keeps is paired with each later update of the other side, and the
+/// pairs that consolidation would have merged cancel only downstream (in bfs, 3x more output
+/// than after), while a consolidation costs a sort of the passed side. With the other side's
+/// frontiers at hand, consolidating on every growth by half keeps the pairs few at a cost
+/// proportional to them; without, each consolidation first scans the rest of the other side,
+/// so it waits for the passed side to double.
+fn due(len: usize, compacted: usize, frontiers_known: bool) -> bool {
+    if frontiers_known {
+        len > compacted + compacted / 2
+    } else {
+        len > 2 * compacted + 16
     }
-    if frontier.is_empty() {
+}
+
+/// The frontier (least times) of every suffix of a history sorted by time, for the walk's
+/// consolidations: `frontier(k)` bounds every time in `updates[k..]`.
+struct SuffixFrontiers<T> {
+    /// The frontiers, one after the other, the last suffix's first.
+    elements: Vec<T>,
+    /// Suffix `k`'s frontier is `elements[bounds[k].0..bounds[k].1]`.
+    bounds: Vec<(u32, u32)>,
+}
+
+impl<T: Time> SuffixFrontiers<T> {
+    /// How many elements per update the frontiers may take in all before the walk gives up on
+    /// them (times with many incomparable elements, such as `(i, n - i)`, would make them
+    /// quadratic).
+    const ELEMENTS_PER_UPDATE: usize = 4;
+
+    /// The frontiers of the suffixes of `updates`, sorted by time in an order that extends the
+    /// partial order; `None` if they would take too much space.
+    fn of<V, R>(updates: &[(V, T, R)]) -> Option<Self> {
+        let budget = Self::ELEMENTS_PER_UPDATE * updates.len() + 16;
+        if updates.len() >= u32::MAX as usize / Self::ELEMENTS_PER_UPDATE {
+            return None;
+        }
+        let mut elements: Vec<T> = Vec::with_capacity(updates.len() + 1);
+        let mut bounds = vec![(0u32, 0u32); updates.len() + 1];
+        // Walking backwards, suffix `k`'s frontier is its first time and those of suffix
+        // `k + 1`'s frontier that the first time does not precede. No later time precedes an
+        // earlier one in the sort order unless they are equal, so nothing else can drop out.
+        for (k, (_, time, _)) in updates.iter().enumerate().rev() {
+            let (from, to) = bounds[k + 1];
+            let start = elements.len();
+            elements.push(time.clone());
+            for index in from as usize..to as usize {
+                if !time.less_equal(&elements[index]) {
+                    let element = elements[index].clone();
+                    elements.push(element);
+                }
+            }
+            if elements.len() > budget {
+                return None;
+            }
+            bounds[k] = (start as u32, elements.len() as u32);
+        }
+        Some(Self { elements, bounds })
+    }
+
+    fn frontier(&self, k: usize) -> AntichainRef<'_, T> {
+        let (from, to) = self.bounds[k];
+        AntichainRef::new(&self.elements[from as usize..to as usize])
+    }
+}
+
+/// Advances `passed` to the frontier of the other side's remaining updates, `remaining` (from
+/// position `position` of that side), and consolidates it. Only joins with the remaining times
+/// are ever taken again, and advancing preserves exactly those.
+fn compact<T: Time, R: Semigroup, R2>(
+    passed: &mut Vec<(u32, T, R)>,
+    frontiers: Option<&SuffixFrontiers<T>>,
+    remaining: &[(u32, T, R2)],
+    position: usize,
+) {
+    if remaining.is_empty() {
         // Nothing remains to meet these updates.
         passed.clear();
         return;
     }
+    let scanned;
+    let frontier = match frontiers {
+        Some(frontiers) => frontiers.frontier(position),
+        None => {
+            let mut antichain = Antichain::new();
+            for (_, time, _) in remaining {
+                antichain.insert(time.clone());
+            }
+            scanned = antichain;
+            scanned.borrow()
+        }
+    };
     for (_, time, _) in passed.iter_mut() {
-        time.advance_by(frontier.borrow());
+        time.advance_by(frontier);
     }
     consolidate_triples(passed);
 }
@@ -287,6 +374,84 @@ mod tests {
             }
             prop_assert_eq!(accumulate(&joined), accumulate(&expected));
         }
+    }
+
+    proptest! {
+        /// Each suffix's frontier holds exactly the least times of the suffix.
+        #[test]
+        fn suffix_frontiers_are_the_least_times(updates in updates()) {
+            let mut updates = updates;
+            updates.sort_by_key(|a| a.1);
+            if let Some(frontiers) = SuffixFrontiers::of(&updates) {
+                for k in 0..=updates.len() {
+                    let mut expected = Antichain::new();
+                    for (_, time, _) in &updates[k..] {
+                        expected.insert(*time);
+                    }
+                    let mut expected: Vec<P> = expected.elements().to_vec();
+                    let mut found: Vec<P> = frontiers.frontier(k).to_vec();
+                    expected.sort();
+                    found.sort();
+                    prop_assert_eq!(found, expected, "suffix {}", k);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn incomparable_times_fall_back_to_scanning() {
+        // Times (i, n - i) are pairwise incomparable: suffix frontiers would be quadratic.
+        let n = 200u64;
+        let times: Vec<(usize, P, i64)> = (0..n)
+            .map(|i| {
+                (
+                    (i % 3) as usize,
+                    Product::new(i, (n - i) as u32),
+                    if i % 2 == 0 { 1 } else { -1 },
+                )
+            })
+            .collect();
+        let sorted: Vec<(usize, P, i64)> = {
+            let mut sorted = times.clone();
+            sorted.sort_by_key(|a| a.1);
+            sorted
+        };
+        assert!(SuffixFrontiers::of(&sorted).is_none());
+        let other: Vec<(usize, P, i64)> = (0..n)
+            .map(|i| ((i % 2) as usize, Product::new(i / 2, (i % 7) as u32), 1))
+            .collect();
+        let vals = [10u64, 11, 12];
+        let mut expected = Vec::new();
+        for (v1, t1, r1) in &times {
+            for (v2, t2, r2) in &other {
+                expected.push((vals[*v1], vals[*v2], t1.join(t2), r1 * r2));
+            }
+        }
+        let (mut l, mut r) = (history(&vals, &times), history(&vals, &other));
+        let mut walked = Vec::new();
+        walk_in_time_order(
+            &mut l,
+            &mut r,
+            &mut |v1: &u64, v2: &u64, t, r1: &i64, r2: &i64| walked.push((*v1, *v2, t, r1 * r2)),
+        );
+        assert_eq!(accumulate_wide(&walked), accumulate_wide(&expected));
+    }
+
+    /// Like `accumulate`, on a grid wide enough for `incomparable_times_fall_back_to_scanning`.
+    fn accumulate_wide(output: &[(u64, u64, P, i64)]) -> BTreeMap<(u64, u64, P), i64> {
+        let mut totals = BTreeMap::new();
+        for outer in (0..210u64).step_by(7) {
+            for inner in (0..210u32).step_by(11) {
+                let at = Product::new(outer, inner);
+                for (v1, v2, t, r) in output {
+                    if timely::PartialOrder::less_equal(t, &at) {
+                        *totals.entry((*v1, *v2, at)).or_insert(0) += r;
+                    }
+                }
+            }
+        }
+        totals.retain(|_, r| *r != 0);
+        totals
     }
 
     #[test]
