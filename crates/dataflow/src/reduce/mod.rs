@@ -23,7 +23,6 @@ use key::{reduce_key, KeyScratch};
 use ripple_batcher::MergeBatcher;
 use ripple_trace::{Batch, Description, TraceCursor, TraceHandle, TraceSnapshot};
 use ripple_updates::{Abelian, Antichain, Data, PartialOrder, Semigroup, Time, Updates};
-use std::collections::BTreeMap;
 use timely::container::CapacityContainerBuilder;
 use timely::dataflow::channels::pact::Pipeline;
 use timely::dataflow::operators::generic::Operator;
@@ -92,8 +91,14 @@ where
                     let mut queued: Vec<Queued<K, V, T, R>> = Vec::new();
                     // Capabilities for the deferred times.
                     let mut held = HeldCapabilities::<T>::default();
-                    // Deferred times, by key.
-                    let mut deferred: BTreeMap<K, Vec<T>> = BTreeMap::new();
+                    // Deferred times as `(key, time)`, sorted, to be taken up when `upper`
+                    // passes them; and, per activation, those it takes up.
+                    let mut deferred: Vec<(K, T)> = Vec::new();
+                    let mut due: Vec<(K, T)> = Vec::new();
+                    // The keys to visit in an activation, sorted and distinct.
+                    let mut keys: Vec<K> = Vec::new();
+                    let mut key_times: Vec<T> = Vec::new();
+                    let mut produced = Updates::<(K, V2, T, R2)>::default();
                     let mut batcher = MergeBatcher::<(K, V2, T, R2)>::new(config.batcher);
                     move |(input, frontier), output| {
                         input.for_each(|capability, batches| {
@@ -146,7 +151,7 @@ where
 
                         // Keys to visit: those of the new updates ...
                         let mut capabilities = std::mem::take(&mut held);
-                        let mut work: BTreeMap<K, Vec<T>> = BTreeMap::new();
+                        keys.clear();
                         queued.retain(|(batch, caps)| {
                             if !PartialOrder::less_equal(&batch.description().upper, &upper) {
                                 return true;
@@ -156,29 +161,29 @@ where
                             }
                             let mut cursor = batch.cursor();
                             while let Some(key) = cursor.get_key() {
-                                work.entry(K::into_owned(key)).or_default();
+                                keys.push(K::into_owned(key));
                                 cursor.step_key();
                             }
                             false
                         });
-                        // ... and those with deferred times now inside the interval.
-                        let keys: Vec<K> = deferred.keys().cloned().collect();
-                        for key in keys {
-                            let times = deferred.get_mut(&key).expect("key present");
-                            let (now, later): (Vec<T>, Vec<T>) =
-                                times.drain(..).partition(|time| !upper.less_equal(time));
-                            *times = later;
-                            if times.is_empty() {
-                                deferred.remove(&key);
+                        // ... and those with deferred times now inside the interval (both lists
+                        // stay sorted: the split keeps the order).
+                        due.clear();
+                        deferred.retain(|entry| {
+                            let now = !upper.less_equal(&entry.1);
+                            if now {
+                                due.push(entry.clone());
                             }
-                            if !now.is_empty() {
-                                Extend::extend(work.entry(key).or_default(), now);
-                            }
-                        }
+                            !now
+                        });
+                        Extend::extend(&mut keys, due.iter().map(|(key, _)| key.clone()));
+                        keys.sort_unstable();
+                        keys.dedup();
+                        let later = deferred.len();
 
                         // The keys as a column, so cursors can seek with borrowed keys.
                         let mut key_column = <K as Columnar>::Container::default();
-                        for key in work.keys() {
+                        for key in keys.iter() {
                             key_column.push(key);
                         }
                         let key_column = key_column.borrow();
@@ -190,9 +195,14 @@ where
                         let mut input_history = Vec::new();
                         let mut new_updates = Vec::new();
                         let mut output_history = Vec::new();
-                        let mut produced = Updates::<(K, V2, T, R2)>::default();
-                        for (index, (key, times)) in work.iter().enumerate() {
+                        let mut due_index = 0;
+                        for (index, key) in keys.iter().enumerate() {
                             let key_ref = key_column.get(index);
+                            key_times.clear();
+                            while due_index < due.len() && due[due_index].0 == *key {
+                                key_times.push(due[due_index].1.clone());
+                                due_index += 1;
+                            }
                             input_history.clear();
                             gather(&mut history_cursor, key_ref, &mut input_history, |v| v);
                             new_updates.clear();
@@ -208,17 +218,23 @@ where
                                 &mut input_history,
                                 &mut new_updates,
                                 &mut output_history,
-                                times,
+                                &key_times,
                                 upper.borrow(),
                                 &mut scratch,
                                 &mut |input, output| logic(key_ref, input, output),
                                 &mut |val, time, diff| produced.push(key, val, time, diff),
-                                &mut |time| {
-                                    deferred.entry(key.clone()).or_default().push(time.clone())
-                                },
+                                &mut |time| deferred.push((key.clone(), time.clone())),
                             );
                         }
+                        debug_assert_eq!(due_index, due.len(), "a due key was not visited");
+                        // Keys are visited in order, so the new deferrals are sorted by key;
+                        // one merge of the two sorted runs restores the order.
+                        if deferred.len() > later {
+                            deferred.sort();
+                            deferred.dedup();
+                        }
                         batcher.push(produced.view());
+                        produced.clear();
 
                         // One batch for the interval, under every capability it retires.
                         let retired = capabilities.before(upper.borrow());
@@ -235,10 +251,8 @@ where
                         }
                         announcer.announce_progress(&upper);
                         let mut pending = Antichain::new();
-                        for times in deferred.values() {
-                            for time in times {
-                                pending.insert(time.clone());
-                            }
+                        for (_, time) in deferred.iter() {
+                            pending.insert(time.clone());
                         }
                         capabilities.downgrade_to(pending.borrow());
                         held = capabilities;
