@@ -37,13 +37,16 @@ use std::collections::VecDeque;
 #[derive(Clone, Copy, Debug)]
 pub struct SpineConfig {
     /// Merge work granted per inserted update (at least 1 unit per insert). Higher values
-    /// finish merges sooner, holding fewer batches; 4 is enough for merges to keep up.
+    /// finish merges sooner, holding fewer batches for readers to walk. 4 is enough for merges
+    /// to keep up; the default, 8, is differential-dataflow's budget per record, and in bfs it
+    /// beats 4 by about 5% at one update per step (fewer batches under every reduce cursor)
+    /// and ties at larger steps.
     pub effort: usize,
 }
 
 impl Default for SpineConfig {
     fn default() -> Self {
-        Self { effort: 4 }
+        Self { effort: 8 }
     }
 }
 
