@@ -123,12 +123,12 @@ impl<T: Time> HeldCapabilities<T> {
 pub(crate) fn build_batch<U: Update>(
     chain: &Chain<U>,
     description: Description<U::Time>,
+    builder: &mut Builder<U>,
 ) -> Batch<U> {
-    let mut builder = Builder::new();
     for chunk in chain.chunks() {
         builder.push_view(chunk.view());
     }
-    builder.done(description)
+    builder.build(description)
 }
 
 /// The keyed view of an unkeyed container of `(key, val)` pairs: the tuple column is already
@@ -173,6 +173,7 @@ where
             name,
             move |_, _| {
                 let mut batcher = MergeBatcher::<(K, V, T, R)>::new(config.batcher);
+                let mut builder = Builder::new();
                 let mut held = HeldCapabilities::default();
                 let mut lower = Antichain::from_elem(T::minimum());
                 move |(input, frontier), output| {
@@ -191,7 +192,7 @@ where
                     if held.any_before(frontier) {
                         let retired = held.before(frontier);
                         let chain = batcher.seal(frontier);
-                        let batch = build_batch(&chain, description);
+                        let batch = build_batch(&chain, description, &mut builder);
                         writer.insert(batch.clone());
                         announcer.announce_batch(&batch);
                         output.session(&retired).give(batch);

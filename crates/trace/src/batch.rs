@@ -236,7 +236,7 @@ pub(crate) fn payload_bytes<C: Columnar>(container: &ContainerOf<C>) -> usize {
 
 /// A copy of `container` whose allocations are exactly its contents: builders grow their
 /// columns by doubling, and a batch lives long, so the slack is worth one copy.
-pub(crate) fn exact_copy<C: Columnar>(container: ContainerOf<C>) -> ContainerOf<C> {
+pub(crate) fn exact_copy<C: Columnar>(container: &ContainerOf<C>) -> ContainerOf<C> {
     let borrowed = container.borrow();
     let mut exact = <ContainerOf<C> as Container>::with_capacity_for(std::iter::once(borrowed));
     exact.extend_from_self(borrowed, 0..borrowed.len());

@@ -9,7 +9,7 @@
 //!
 //! Reads hand out the dictionary's `Ref` items, so they borrow like every other column.
 
-use columnar::{Borrow, ContainerOf, Index, Len, Push, Ref};
+use columnar::{Borrow, Clear, ContainerOf, Index, Len, Push, Ref};
 use ripple_updates::{Semigroup, Time};
 use rustc_hash::FxHashMap;
 
@@ -186,8 +186,9 @@ impl<T: Time, R: Semigroup> HistoriesBuilder<T, R> {
         self.last = None;
     }
 
-    /// The finished histories, with the narrowest index that fits and exact allocations.
-    pub fn finish(mut self) -> Histories<T, R> {
+    /// The finished histories, with the narrowest index that fits and exact allocations. The
+    /// builder is left empty, its buffers kept for the next batch.
+    pub fn build(&mut self) -> Histories<T, R> {
         if self.dictionary.is_some() && self.times.len() * 2 > self.len && self.len > 1 {
             self.go_plain();
         }
@@ -201,17 +202,25 @@ impl<T: Time, R: Semigroup> HistoriesBuilder<T, R> {
             Some(_) if pairs <= 1 << 16 => {
                 PairIndex::Narrow16(self.index.iter().map(|&i| i as u16).collect())
             }
-            Some(_) => {
-                self.index.shrink_to_fit();
-                PairIndex::Wide(self.index)
-            }
+            // `Vec::clone` allocates exactly the length.
+            Some(_) => PairIndex::Wide(self.index.clone()),
         };
-        Histories {
-            times: crate::batch::exact_copy::<T>(self.times),
-            diffs: crate::batch::exact_copy::<R>(self.diffs),
+        let histories = Histories {
+            times: crate::batch::exact_copy::<T>(&self.times),
+            diffs: crate::batch::exact_copy::<R>(&self.diffs),
             index,
             len: self.len,
+        };
+        self.times.clear();
+        self.diffs.clear();
+        self.index.clear();
+        match &mut self.dictionary {
+            Some(dictionary) => dictionary.clear(),
+            None => self.dictionary = Some(FxHashMap::default()),
         }
+        self.last = None;
+        self.len = 0;
+        histories
     }
 }
 
@@ -225,7 +234,7 @@ mod tests {
         for (time, diff) in pairs {
             builder.push(time, diff);
         }
-        let histories = builder.finish();
+        let histories = builder.build();
         assert_eq!(histories.len(), pairs.len());
         for (update, (time, diff)) in pairs.iter().enumerate() {
             let (t, r) = histories.get(update);

@@ -31,6 +31,17 @@ impl<U: Update> Merge<U> {
     /// Starts merging `older` with `newer`, which must follow it (`older.upper == newer.lower`),
     /// advancing times by `since`.
     pub fn new(older: Batch<U>, newer: Batch<U>, since: AntichainRef<'_, U::Time>) -> Self {
+        Self::with_builder(older, newer, since, Builder::new())
+    }
+
+    /// Like [`Merge::new`], building into `builder` (empty; see [`Merge::finish`]).
+    pub fn with_builder(
+        older: Batch<U>,
+        newer: Batch<U>,
+        since: AntichainRef<'_, U::Time>,
+        builder: Builder<U>,
+    ) -> Self {
+        debug_assert!(builder.is_empty(), "a merge starts with an empty builder");
         assert_eq!(
             older.description().upper,
             newer.description().lower,
@@ -46,7 +57,7 @@ impl<U: Update> Merge<U> {
             newer,
             older_key: 0,
             newer_key: 0,
-            builder: Builder::new(),
+            builder,
             description,
             scratch: Vec::new(),
         }
@@ -95,12 +106,18 @@ impl<U: Update> Merge<U> {
     }
 
     /// Completes the merge, however much work remains, and returns the merged batch.
-    pub fn complete(mut self) -> Batch<U> {
+    pub fn complete(self) -> Batch<U> {
+        self.finish().0
+    }
+
+    /// Like [`Merge::complete`], also returning the emptied builder for another merge.
+    pub fn finish(mut self) -> (Batch<U>, Builder<U>) {
         let mut fuel = isize::MAX;
         while !self.work(&mut fuel) {
             fuel = isize::MAX;
         }
-        self.builder.done(self.description)
+        let batch = self.builder.build(self.description);
+        (batch, self.builder)
     }
 }
 

@@ -102,6 +102,20 @@ impl OffsetList {
         self.wide.shrink_to_fit();
     }
 
+    /// A copy holding exactly the entries, no spare capacity.
+    pub fn exact_copy(&self) -> Self {
+        // `Vec::clone` allocates exactly the length.
+        self.clone()
+    }
+
+    /// Removes every range, keeping the allocations.
+    pub fn clear(&mut self) {
+        self.len = 0;
+        self.uniform = None;
+        self.narrow.clear();
+        self.wide.clear();
+    }
+
     /// Heap bytes held.
     pub fn heap_bytes(&self) -> usize {
         self.narrow.capacity() * 4 + self.wide.capacity() * 8

@@ -27,6 +27,7 @@
 //! it waits in `pending`. Empty batches carry frontier progress and merge at no cost.
 
 use crate::batch::Batch;
+use crate::builder::Builder;
 use crate::description::Description;
 use crate::merge::Merge;
 use crate::snapshot::TraceSnapshot;
@@ -71,6 +72,46 @@ pub struct Spine<U: Update> {
     physical: Antichain<U::Time>,
     /// The largest weight ever placed: levels stay within its logarithm.
     max_weight: usize,
+    /// Builders of completed merges, emptied, for the next merges.
+    builders: Builders<U>,
+}
+
+/// Emptied builders kept for the next merges: a spine fed one small batch per step merges
+/// small batches all the time, and a kept builder spares each merge its buffers' growth (see
+/// [`Builder::build`], which also lets go of the buffers of big merges).
+struct Builders<U: Update>(Vec<Builder<U>>);
+
+impl<U: Update> Builders<U> {
+    /// At most this many are kept: merges of small batches mostly run one or two at once.
+    const KEEP: usize = 2;
+
+    fn start(
+        &mut self,
+        older: Batch<U>,
+        newer: Batch<U>,
+        since: AntichainRef<'_, U::Time>,
+    ) -> Merge<U> {
+        let builder = self.0.pop().unwrap_or_default();
+        Merge::with_builder(older, newer, since, builder)
+    }
+
+    fn finish(&mut self, merge: Merge<U>) -> Batch<U> {
+        let (batch, builder) = merge.finish();
+        if self.0.len() < Self::KEEP {
+            self.0.push(builder);
+        }
+        batch
+    }
+
+    fn merge(
+        &mut self,
+        older: Batch<U>,
+        newer: Batch<U>,
+        since: AntichainRef<'_, U::Time>,
+    ) -> Batch<U> {
+        let merge = self.start(older, newer, since);
+        self.finish(merge)
+    }
 }
 
 /// Moves a compaction frontier forward to `to`; panics, naming both, if that is backwards.
@@ -104,6 +145,7 @@ impl<U: Update> Spine<U> {
             logical: minimum.clone(),
             physical: minimum,
             max_weight: 0,
+            builders: Builders(Vec::new()),
         }
     }
 
@@ -181,7 +223,7 @@ impl<U: Update> Spine<U> {
                     else {
                         unreachable!("matched Merging above")
                     };
-                    let merged = merge.complete();
+                    let merged = self.builders.finish(*merge);
                     // A completed merge climbs one level, whatever consolidation left of it.
                     self.place(level + 1, merged, weight);
                 }
@@ -211,7 +253,7 @@ impl<U: Update> Spine<U> {
             if let Some((newer, _)) = self.take_level(level) {
                 merged = Some(match merged {
                     None => newer,
-                    Some(older) => Merge::new(older, newer, self.logical.borrow()).complete(),
+                    Some(older) => self.builders.merge(older, newer, self.logical.borrow()),
                 });
             }
         }
@@ -235,13 +277,13 @@ impl<U: Update> Spine<U> {
                 weight += older_weight;
                 merged = Some(match merged {
                     None => older,
-                    Some(acc) => Merge::new(acc, older, self.logical.borrow()).complete(),
+                    Some(acc) => self.builders.merge(acc, older, self.logical.borrow()),
                 });
             }
         }
         let batch = match merged {
             None => batch,
-            Some(acc) => Merge::new(acc, batch, self.logical.borrow()).complete(),
+            Some(acc) => self.builders.merge(acc, batch, self.logical.borrow()),
         };
         self.place(level, batch, weight);
     }
@@ -278,7 +320,7 @@ impl<U: Update> Spine<U> {
         match std::mem::replace(&mut self.levels[level], Level::Vacant) {
             Level::Vacant => None,
             Level::Single(batch, weight) => Some((batch, weight)),
-            Level::Merging(merge, weight) => Some((merge.complete(), weight)),
+            Level::Merging(merge, weight) => Some((self.builders.finish(*merge), weight)),
         }
     }
 
@@ -292,15 +334,15 @@ impl<U: Update> Spine<U> {
         self.levels[level] = match std::mem::replace(&mut self.levels[level], Level::Vacant) {
             Level::Vacant => Level::Single(batch, weight),
             Level::Single(older, older_weight) => Level::Merging(
-                Box::new(Merge::new(older, batch, self.logical.borrow())),
+                Box::new(self.builders.start(older, batch, self.logical.borrow())),
                 older_weight + weight,
             ),
             Level::Merging(merge, merge_weight) => {
                 // The merge fell behind (only with little effort): finish it and start merging
                 // its result with the newcomer.
-                let merged = merge.complete();
+                let merged = self.builders.finish(*merge);
                 Level::Merging(
-                    Box::new(Merge::new(merged, batch, self.logical.borrow())),
+                    Box::new(self.builders.start(merged, batch, self.logical.borrow())),
                     merge_weight + weight,
                 )
             }

@@ -21,7 +21,7 @@ use crate::shared::TraceAgent;
 use columnar::{Borrow, Columnar, Index, Push, Ref};
 use key::{reduce_key, KeyScratch};
 use ripple_batcher::MergeBatcher;
-use ripple_trace::{Batch, Description, TraceCursor, TraceHandle, TraceSnapshot};
+use ripple_trace::{Batch, Builder, Description, TraceCursor, TraceHandle, TraceSnapshot};
 use ripple_updates::{Abelian, Antichain, Data, PartialOrder, Semigroup, Time, Updates};
 use timely::container::CapacityContainerBuilder;
 use timely::dataflow::channels::pact::Pipeline;
@@ -100,6 +100,7 @@ where
                     let mut key_times: Vec<T> = Vec::new();
                     let mut produced = Updates::<(K, V2, T, R2)>::default();
                     let mut batcher = MergeBatcher::<(K, V2, T, R2)>::new(config.batcher);
+                    let mut builder = Builder::new();
                     move |(input, frontier), output| {
                         input.for_each(|capability, batches| {
                             let capabilities = capability.retain_stamp(0);
@@ -239,8 +240,11 @@ where
                         // One batch for the interval, under every capability it retires.
                         let retired = capabilities.before(upper.borrow());
                         let chain = batcher.seal(upper.borrow());
-                        let batch =
-                            build_batch(&chain, Description::new(lower.clone(), upper.clone()));
+                        let batch = build_batch(
+                            &chain,
+                            Description::new(lower.clone(), upper.clone()),
+                            &mut builder,
+                        );
                         if retired.is_empty() {
                             debug_assert!(batch.is_empty(), "output without a capability");
                             output_trace.advance_upper(upper.clone());
