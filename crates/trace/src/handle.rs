@@ -34,16 +34,16 @@ impl<U: Update> Shared<U> {
                 .map(|t| (t.clone(), 1))
                 .chain(old.iter().map(|t| (t.clone(), -1))),
         );
-        let frontier = holds.frontier().to_owned();
+        let frontier = holds.frontier();
         // With no holds left nobody will read again; keep the frontiers where they were rather
         // than advance them to "everything".
         if frontier.is_empty() {
             return;
         }
         if logical {
-            self.spine.set_logical_compaction(frontier.borrow());
+            self.spine.set_logical_compaction(frontier);
         } else {
-            self.spine.set_physical_compaction(frontier.borrow());
+            self.spine.set_physical_compaction(frontier);
         }
     }
 }
@@ -131,6 +131,9 @@ impl<U: Update> TraceHandle<U> {
             PartialOrder::less_equal(&hold.borrow(), &frontier),
             "a handle's {name} hold cannot move backwards: {hold:?} to {frontier:?}"
         );
+        if hold.borrow() == frontier {
+            return;
+        }
         let frontier = frontier.to_owned();
         self.shared.borrow_mut().move_hold(logical, hold, &frontier);
         *hold = frontier;

@@ -124,7 +124,11 @@ fn advance_frontier<T: ripple_updates::Time>(
         PartialOrder::less_equal(&frontier.borrow(), &to),
         "{name} compaction frontier moved backwards: {frontier:?} to {to:?}"
     );
-    *frontier = to.to_owned();
+    // Reuse the allocation: compaction frontiers are set on every activation of an operator.
+    if frontier.borrow() != to {
+        frontier.clear();
+        frontier.extend(to.iter().cloned());
+    }
 }
 
 /// The level of a batch of `len` updates: the least `k` with `len <= 2^k`.
