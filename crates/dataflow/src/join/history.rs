@@ -5,7 +5,8 @@
 //! time order: each update meets the *already passed* updates of the other side, and those
 //! passed updates are advanced to the frontier of the other side's remaining times and
 //! consolidated whenever they have grown by half (the frontier of every suffix is computed
-//! once, backwards, unless incomparable times would make that quadratic). Advancing does not change any join with a remaining time (see
+//! once, backwards, unless incomparable times would make that quadratic). Advancing does not
+//! change any join with a remaining time (see
 //! [`Lattice::advance_by`]), and after consolidation churn such as `+1 / -1` on the same value
 //! disappears, so the work follows the size of the accumulated collections rather than the
 //! product of the histories.
@@ -149,7 +150,7 @@ where
             passed_left.push(lefts[l].clone());
             l += 1;
             if due(passed_left.len(), left_compacted, right_frontiers.is_some()) {
-                compact(&mut passed_left, right_frontiers.as_ref(), &rights[r..], r);
+                compact(&mut passed_left, right_frontiers.as_ref(), rights, r);
                 left_compacted = passed_left.len();
             }
         } else {
@@ -171,7 +172,7 @@ where
                 right_compacted,
                 left_frontiers.is_some(),
             ) {
-                compact(&mut passed_right, left_frontiers.as_ref(), &lefts[l..], l);
+                compact(&mut passed_right, left_frontiers.as_ref(), lefts, l);
                 right_compacted = passed_right.len();
             }
         }
@@ -245,15 +246,16 @@ impl<T: Time> SuffixFrontiers<T> {
     }
 }
 
-/// Advances `passed` to the frontier of the other side's remaining updates, `remaining` (from
-/// position `position` of that side), and consolidates it. Only joins with the remaining times
-/// are ever taken again, and advancing preserves exactly those.
+/// Advances `passed` to the frontier of the other side's updates from `position` on (read from
+/// `frontiers` when known), and consolidates it. Only joins with those remaining times are ever
+/// taken again, and advancing preserves exactly those.
 fn compact<T: Time, R: Semigroup, R2>(
     passed: &mut Vec<(u32, T, R)>,
     frontiers: Option<&SuffixFrontiers<T>>,
-    remaining: &[(u32, T, R2)],
+    other: &[(u32, T, R2)],
     position: usize,
 ) {
+    let remaining = &other[position..];
     if remaining.is_empty() {
         // Nothing remains to meet these updates.
         passed.clear();

@@ -228,8 +228,8 @@ where
                             );
                         }
                         debug_assert_eq!(due_index, due.len(), "a due key was not visited");
-                        // Keys are visited in order, so the new deferrals are sorted by key;
-                        // one merge of the two sorted runs restores the order.
+                        // The kept entries are one sorted run, and keys are visited in order,
+                        // so the new ones are nearly another: a stable sort merges runs.
                         if deferred.len() > later {
                             deferred.sort();
                             deferred.dedup();
