@@ -28,6 +28,11 @@ use timely::dataflow::channels::pact::Pipeline;
 use timely::dataflow::operators::generic::Operator;
 use timely::dataflow::operators::CapabilitySet;
 
+/// Output corrections are handed to the batcher in pieces of about this many updates, so a big
+/// interval's output is not held twice (once gathered, once in the batcher) and the gathering
+/// buffer kept between activations stays small.
+const PRODUCED_FLUSH: usize = 1 << 16;
+
 /// A received input batch waiting for its interval, with the capabilities it arrived under.
 type Queued<K, V, T, R> = (Batch<(K, V, T, R)>, CapabilitySet<T>);
 
@@ -226,6 +231,10 @@ where
                                 &mut |val, time, diff| produced.push(key, val, time, diff),
                                 &mut |time| deferred.push((key.clone(), time.clone())),
                             );
+                            if produced.len() >= PRODUCED_FLUSH {
+                                batcher.push(produced.view());
+                                produced.clear();
+                            }
                         }
                         debug_assert_eq!(due_index, due.len(), "a due key was not visited");
                         // The kept entries are one sorted run, and keys are visited in order,
