@@ -288,11 +288,18 @@ mod tests {
 
     type P = Product<u64, u32>;
 
-    /// The accumulated join output at every time in a grid, from a list of output updates.
-    fn accumulate(output: &[(u64, u64, P, i64)]) -> BTreeMap<(u64, u64, P), i64> {
+    /// A join's output: `(v1, v2, time, diff)` updates.
+    type Output = Vec<(u64, u64, P, i64)>;
+
+    /// The accumulated join output at every time of the grid `outers x inners`.
+    fn accumulate_on(
+        output: &[(u64, u64, P, i64)],
+        outers: impl Iterator<Item = u64> + Clone,
+        inners: impl Iterator<Item = u32> + Clone,
+    ) -> BTreeMap<(u64, u64, P), i64> {
         let mut totals = BTreeMap::new();
-        for outer in 0..6u64 {
-            for inner in 0..6u32 {
+        for outer in outers {
+            for inner in inners.clone() {
                 let at = Product::new(outer, inner);
                 for (v1, v2, t, r) in output {
                     if timely::PartialOrder::less_equal(t, &at) {
@@ -303,6 +310,34 @@ mod tests {
         }
         totals.retain(|_, r| *r != 0);
         totals
+    }
+
+    /// [`accumulate_on`] over the grid that covers the times of `updates()`.
+    fn accumulate(output: &[(u64, u64, P, i64)]) -> BTreeMap<(u64, u64, P), i64> {
+        accumulate_on(output, 0..6u64, 0..6u32)
+    }
+
+    /// Every pair of updates, by nested loop: the reference.
+    fn nested_loop(vals: &[u64], left: &[(usize, P, i64)], right: &[(usize, P, i64)]) -> Output {
+        let mut output = Vec::new();
+        for (v1, t1, r1) in left {
+            for (v2, t2, r2) in right {
+                output.push((vals[*v1], vals[*v2], t1.join(t2), r1 * r2));
+            }
+        }
+        output
+    }
+
+    /// The time-ordered walk's output.
+    fn walked(vals: &[u64], left: &[(usize, P, i64)], right: &[(usize, P, i64)]) -> Output {
+        let (mut l, mut r) = (history(vals, left), history(vals, right));
+        let mut output = Vec::new();
+        walk_in_time_order(
+            &mut l,
+            &mut r,
+            &mut |v1: &u64, v2: &u64, t, r1: &i64, r2: &i64| output.push((*v1, *v2, t, r1 * r2)),
+        );
+        output
     }
 
     fn history<'a>(vals: &'a [u64], updates: &[(usize, P, i64)]) -> KeyHistory<'a, u64, P, i64> {
@@ -330,18 +365,10 @@ mod tests {
         #[test]
         fn walk_matches_nested_loop(left in updates(), right in updates()) {
             let vals = [10u64, 11, 12];
-            let mut expected = Vec::new();
-            for (v1, t1, r1) in &left {
-                for (v2, t2, r2) in &right {
-                    expected.push((vals[*v1], vals[*v2], t1.join(t2), r1 * r2));
-                }
-            }
-            let (mut l, mut r) = (history(&vals, &left), history(&vals, &right));
-            let mut walked = Vec::new();
-            walk_in_time_order(&mut l, &mut r, &mut |v1: &u64, v2: &u64, t, r1: &i64, r2: &i64| {
-                walked.push((*v1, *v2, t, r1 * r2))
-            });
-            prop_assert_eq!(accumulate(&walked), accumulate(&expected));
+            prop_assert_eq!(
+                accumulate(&walked(&vals, &left, &right)),
+                accumulate(&nested_loop(&vals, &left, &right))
+            );
         }
 
         /// Advancing one side by the meet of the other side's times and consolidating it leaves
@@ -351,12 +378,7 @@ mod tests {
             let vals = [10u64, 11, 12];
             // `advance_by` expects its updates grouped by value, as gathered from a cursor.
             right.sort_by_key(|(v, _, _)| *v);
-            let mut expected = Vec::new();
-            for (v1, t1, r1) in &left {
-                for (v2, t2, r2) in &right {
-                    expected.push((vals[*v1], vals[*v2], t1.join(t2), r1 * r2));
-                }
-            }
+            let expected = nested_loop(&vals, &left, &right);
             let l = history(&vals, &left);
             let mut r = history(&vals, &right);
             if let Some(meet) = l.meet() {
@@ -423,37 +445,15 @@ mod tests {
             .map(|i| ((i % 2) as usize, Product::new(i / 2, (i % 7) as u32), 1))
             .collect();
         let vals = [10u64, 11, 12];
-        let mut expected = Vec::new();
-        for (v1, t1, r1) in &times {
-            for (v2, t2, r2) in &other {
-                expected.push((vals[*v1], vals[*v2], t1.join(t2), r1 * r2));
-            }
-        }
-        let (mut l, mut r) = (history(&vals, &times), history(&vals, &other));
-        let mut walked = Vec::new();
-        walk_in_time_order(
-            &mut l,
-            &mut r,
-            &mut |v1: &u64, v2: &u64, t, r1: &i64, r2: &i64| walked.push((*v1, *v2, t, r1 * r2)),
+        let (outers, inners) = ((0..210u64).step_by(7), (0..210u32).step_by(11));
+        assert_eq!(
+            accumulate_on(
+                &walked(&vals, &times, &other),
+                outers.clone(),
+                inners.clone()
+            ),
+            accumulate_on(&nested_loop(&vals, &times, &other), outers, inners)
         );
-        assert_eq!(accumulate_wide(&walked), accumulate_wide(&expected));
-    }
-
-    /// Like `accumulate`, on a grid wide enough for `incomparable_times_fall_back_to_scanning`.
-    fn accumulate_wide(output: &[(u64, u64, P, i64)]) -> BTreeMap<(u64, u64, P), i64> {
-        let mut totals = BTreeMap::new();
-        for outer in (0..210u64).step_by(7) {
-            for inner in (0..210u32).step_by(11) {
-                let at = Product::new(outer, inner);
-                for (v1, v2, t, r) in output {
-                    if timely::PartialOrder::less_equal(t, &at) {
-                        *totals.entry((*v1, *v2, at)).or_insert(0) += r;
-                    }
-                }
-            }
-        }
-        totals.retain(|_, r| *r != 0);
-        totals
     }
 
     #[test]
