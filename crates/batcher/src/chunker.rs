@@ -121,11 +121,6 @@ impl<U: Update> Chunker<U> {
         self.release();
     }
 
-    /// Takes the chains formed so far.
-    pub fn take_ready(&mut self) -> impl Iterator<Item = Chain<U>> + '_ {
-        self.ready.drain(..)
-    }
-
     /// Takes one chain formed so far, the latest first.
     pub fn pop_ready(&mut self) -> Option<Chain<U>> {
         self.ready.pop()

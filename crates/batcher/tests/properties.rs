@@ -35,10 +35,10 @@ fn chunk_all<U: Update>(rows: &[Row<U>], chunk_bytes_max: usize, slice: usize) -
     let mut chains = Vec::new();
     for part in rows.chunks(slice.max(1)) {
         chunker.push(Updates::<U>::from_rows(part.iter()).view(), &mut stash);
-        chains.extend(chunker.take_ready());
+        chains.extend(std::iter::from_fn(|| chunker.pop_ready()));
     }
     chunker.finish(&mut stash);
-    chains.extend(chunker.take_ready());
+    chains.extend(std::iter::from_fn(|| chunker.pop_ready()));
     chains
 }
 
