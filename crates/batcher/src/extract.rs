@@ -9,8 +9,8 @@
 
 use crate::chain::Chain;
 use crate::chunk::{ChunkWriter, Stash};
-use columnar::Columnar;
-use ripple_updates::{Antichain, AntichainRef, Update};
+use columnar::{Columnar, Index, Len};
+use ripple_updates::{Antichain, AntichainRef, PartialOrder, Update};
 use timely::progress::Timestamp;
 
 /// Below this average run length a mixed chunk is copied by index lists rather than by runs.
@@ -32,20 +32,37 @@ pub fn extract<U: Update>(
     let mut time = U::Time::minimum();
 
     // One pass over the times decides every update (and builds the frontier), so each writer
-    // can reserve for its share before anything is copied.
+    // can reserve for its share before anything is copied. The pass also notes, per chunk, how
+    // many updates stay and how many runs the flags form, which decide how the chunk is copied.
     let mut kept_flags: Vec<bool> = Vec::with_capacity(chain.len());
+    let mut summaries: Vec<(usize, usize)> = Vec::with_capacity(chain.chunks().len());
+    let uppers: &[U::Time] = &upper;
+    let mut kept_frontier: Vec<U::Time> = Vec::new();
     for chunk in chain.chunks() {
-        let view = chunk.view();
-        kept_flags.extend((0..view.len()).map(|index| {
-            time.copy_from(view.time(index));
-            let kept = upper.less_equal(&time);
-            if kept {
-                frontier.insert_ref(&time);
+        let times = chunk.view().times;
+        let (mut kept_here, mut runs) = (0, 0);
+        let mut previous = None;
+        for index in 0..times.len() {
+            time.copy_from(times.get(index));
+            let kept = match uppers {
+                [single] => single.less_equal(&time),
+                _ => upper.less_equal(&time),
+            };
+            // Most kept times are already covered by the frontier. (A plain `Vec` here: the
+            // antichain's small-vector storage costs a branch per access.)
+            if kept && !kept_frontier.iter().any(|f| f.less_equal(&time)) {
+                kept_frontier.retain(|f| !time.less_equal(f));
+                kept_frontier.push(time.clone());
             }
-            kept
-        }));
+            kept_here += kept as usize;
+            runs += (previous != Some(kept)) as usize;
+            previous = Some(kept);
+            kept_flags.push(kept);
+        }
+        summaries.push((kept_here, runs));
     }
-    let kept_count = kept_flags.iter().filter(|&&kept| kept).count();
+    frontier.extend(kept_frontier);
+    let kept_count: usize = summaries.iter().map(|(kept, _)| kept).sum();
     let bytes = chain.byte_len();
     let kept_bytes = (bytes as u128 * kept_count as u128 / chain.len().max(1) as u128) as usize;
     // Update sizes vary, so leave each side some slack over its proportional share.
@@ -54,13 +71,13 @@ pub fn extract<U: Update>(
 
     let mut indices: [Vec<u32>; 2] = Default::default();
     let mut offset = 0;
-    for chunk in chain.into_chunks() {
+    for (chunk, (kept_here, runs)) in chain.into_chunks().into_iter().zip(summaries) {
         let view = chunk.view();
         let flags = &kept_flags[offset..offset + view.len()];
         offset += view.len();
 
-        let all_kept = flags.iter().all(|&kept| kept);
-        let none_kept = !flags.iter().any(|&kept| kept);
+        let all_kept = kept_here == view.len();
+        let none_kept = kept_here == 0;
         if all_kept && keep_writer.is_empty() {
             keep.push(chunk);
             continue;
@@ -72,7 +89,6 @@ pub fn extract<U: Update>(
 
         // Scattered flags (runs of a few updates, as when times interleave) are copied by
         // index lists, one gather per column and side; long runs are copied run by run.
-        let runs = 1 + flags.windows(2).filter(|pair| pair[0] != pair[1]).count();
         if runs * SHORT_RUN > view.len() && view.len() <= u32::MAX as usize {
             let [ship_indices, keep_indices] = &mut indices;
             ship_indices.clear();
