@@ -8,12 +8,32 @@ use timely::worker::Worker;
 pub const CONFIG_KEY: &str = "ripple";
 
 /// Settings shared by every operator of a worker.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct RippleConfig {
     /// The merge batchers' settings (chunk capacity in serialized bytes).
     pub batcher: BatcherConfig,
     /// The spines' settings (merge effort).
     pub spine: SpineConfig,
+    /// How many keys one batched lookup probes (join and reduce look keys up in sorted runs of
+    /// this many, one pass over each trace batch per run). At least 1; tests use tiny runs so
+    /// that run boundaries fall everywhere.
+    pub probe_run: usize,
+}
+
+impl RippleConfig {
+    /// The default probe run: enough keys that each batch is walked once for many of them, few
+    /// enough that what a run gathers stays small.
+    pub const PROBE_RUN_DEFAULT: usize = 1024;
+}
+
+impl Default for RippleConfig {
+    fn default() -> Self {
+        Self {
+            batcher: BatcherConfig::default(),
+            spine: SpineConfig::default(),
+            probe_run: Self::PROBE_RUN_DEFAULT,
+        }
+    }
 }
 
 impl RippleConfig {

@@ -1,11 +1,12 @@
 //! The determinism matrix: every program gives identical per-time output whatever the input
-//! batching, the number of workers, the chunk capacity and whether workers exchange containers
-//! by pointer or as serialized bytes.
+//! batching, the number of workers, the chunk capacity, the keys per batched lookup and whether
+//! workers exchange containers by pointer or as serialized bytes.
 
 mod common;
 
 use common::{programs, run_ripple, workload, Setup};
 use ripple_batcher::BatcherConfig;
+use ripple_dataflow::RippleConfig;
 
 #[test]
 fn outputs_do_not_depend_on_batching_workers_or_chunk_capacity() {
@@ -25,12 +26,22 @@ fn outputs_do_not_depend_on_batching_workers_or_chunk_capacity() {
             for batch in [1, 3, max_time + 1] {
                 for workers in [1, 2, 3] {
                     // 1 byte holds one record per chunk; 4 KiB a few hundred; then the default.
-                    for chunk_bytes in [1, 4096, BatcherConfig::default().chunk_bytes_max] {
+                    // Lookup runs shrink alongside: one key (every lookup a single probe), three
+                    // (run boundaries among a handful of keys), then the default.
+                    for (chunk_bytes, probe_run) in [
+                        (1, 1),
+                        (4096, 3),
+                        (
+                            BatcherConfig::default().chunk_bytes_max,
+                            RippleConfig::PROBE_RUN_DEFAULT,
+                        ),
+                    ] {
                         let setup = Setup {
                             workers,
                             binary: false,
                             batch,
                             chunk_bytes,
+                            probe_run,
                         };
                         let output = run_ripple(&input, setup, program);
                         assert_eq!(output, reference, "{name}, seed {seed}: {setup:?} differs");
@@ -42,6 +53,7 @@ fn outputs_do_not_depend_on_batching_workers_or_chunk_capacity() {
                     binary: true,
                     batch,
                     chunk_bytes: 4096,
+                    probe_run: 2,
                 };
                 let output = run_ripple(&input, setup, program);
                 assert_eq!(output, reference, "{name}, seed {seed}: {setup:?} differs");

@@ -15,6 +15,7 @@ mod work;
 
 use crate::arrange::Arranged;
 use crate::collection::{Collection, Output};
+use crate::config::RippleConfig;
 use crate::container::{UpdateContainer, SHIP_UPDATES};
 use crate::hashing::ExchangeData;
 use columnar::Ref;
@@ -105,6 +106,7 @@ fn hold_other_trace<K: Data, V: Data, T: Time, R: Semigroup>(
 fn drain_queue<K, VB, VT, T, RB, RT, D, R3>(
     queue: &mut Queue<K, VB, VT, T, RB, RT>,
     fuel: &mut usize,
+    probe_run: usize,
     scratch: &mut LookupScratch,
     output: &mut OutputBuilderSession<'_, T, Output<D, T, R3>>,
     mut produce: impl FnMut(Ref<'_, K>, Ref<'_, VB>, Ref<'_, VT>, T, &RB, &RT) -> (D, T, R3),
@@ -124,14 +126,19 @@ fn drain_queue<K, VB, VT, T, RB, RT, D, R3>(
             break;
         };
         let mut session = output.session(&*capabilities);
-        let finished = work.work(fuel, scratch, &mut |key, vb, vt, time, rb, rt| {
-            let (data, time, diff) = produce(key, vb, vt, time, rb, rt);
-            container.push(&data, &time, &diff);
-            if container.len() >= SHIP_UPDATES {
-                session.give_container(&mut container);
-                container.clear();
-            }
-        });
+        let finished = work.work(
+            fuel,
+            probe_run,
+            scratch,
+            &mut |key, vb, vt, time, rb, rt| {
+                let (data, time, diff) = produce(key, vb, vt, time, rb, rt);
+                container.push(&data, &time, &diff);
+                if container.len() >= SHIP_UPDATES {
+                    session.give_container(&mut container);
+                    container.clear();
+                }
+            },
+        );
         if !container.is_empty() {
             session.give_container(&mut container);
             container.clear();
@@ -186,6 +193,7 @@ where
         let mut trace1 = self.trace.handle.clone();
         let mut trace2 = other.trace.handle.clone();
         let scope = self.stream.scope();
+        let probe_run = RippleConfig::of(scope.worker()).probe_run;
         let inner = self
             .stream
             .binary_frontier::<_, Output<D, T, R3<R1, R2>>, _, _, _, _>(
@@ -231,6 +239,7 @@ where
                         drain_queue(
                             &mut todo1,
                             &mut fuel,
+                            probe_run,
                             &mut scratch,
                             output,
                             |key, v1, v2, time, r1, r2| (logic(key, v1, v2), time, r1.multiply(r2)),
@@ -238,6 +247,7 @@ where
                         drain_queue(
                             &mut todo2,
                             &mut fuel,
+                            probe_run,
                             &mut scratch,
                             output,
                             |key, v2, v1, time, r2, r1| (logic(key, v1, v2), time, r1.multiply(r2)),

@@ -10,9 +10,6 @@ use columnar::Ref;
 use ripple_trace::{Batch, LookupScratch, TraceSnapshot};
 use ripple_updates::{Data, Semigroup, Time};
 
-/// How many batch keys one lookup probes.
-const PROBE_RUN: usize = 1024;
-
 /// A batch still to be joined against a snapshot of the other side.
 pub(crate) struct JoinWork<K: Data, VB: Data, VT: Data, T: Time, RB: Semigroup, RT: Semigroup> {
     batch: Batch<(K, VB, T, RB)>,
@@ -38,11 +35,12 @@ where
     }
 
     /// Joins keys until `fuel` is spent (it may go a run's worth below zero, saturating) or the
-    /// batch is done; calls `emit(key, batch val, trace val, time, batch diff, trace diff)`.
-    /// Returns true when every key is done.
+    /// batch is done, looking keys up `probe_run` (at least 1) at a time; calls `emit(key, batch
+    /// val, trace val, time, batch diff, trace diff)`. Returns true when every key is done.
     pub(crate) fn work(
         &mut self,
         fuel: &mut usize,
+        probe_run: usize,
         scratch: &mut LookupScratch,
         emit: &mut impl FnMut(Ref<'_, K>, Ref<'_, VB>, Ref<'_, VT>, T, &RB, &RT),
     ) -> bool {
@@ -54,7 +52,7 @@ where
         let mut trace_history = KeyHistory::<VT, T, RT>::default();
         while self.next_key < key_count && *fuel > 0 {
             let lower = self.next_key;
-            let upper = (lower + PROBE_RUN).min(key_count);
+            let upper = (lower + probe_run.max(1)).min(key_count);
             let probes = columnar::Slice::new(lower as u64, upper as u64, keys);
             let mut spent = 0;
             trace_cursor.lookup(probes, scratch, |probe, values| {

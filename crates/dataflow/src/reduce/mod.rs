@@ -21,7 +21,9 @@ use crate::shared::TraceAgent;
 use columnar::{Borrow, Columnar, Index, Push, Ref};
 use key::{reduce_key, KeyScratch};
 use ripple_batcher::MergeBatcher;
-use ripple_trace::{Batch, Builder, Description, TraceCursor, TraceHandle, TraceSnapshot};
+use ripple_trace::{
+    Batch, Builder, Description, LookupScratch, TraceCursor, TraceHandle, TraceSnapshot,
+};
 use ripple_updates::{Abelian, Antichain, Data, PartialOrder, Semigroup, Time, Updates};
 use timely::container::CapacityContainerBuilder;
 use timely::dataflow::channels::pact::Pipeline;
@@ -106,6 +108,8 @@ where
                     let mut produced = Updates::<(K, V2, T, R2)>::default();
                     let mut batcher = MergeBatcher::<(K, V2, T, R2)>::new(config.batcher);
                     let mut builder = Builder::new();
+                    let mut lookups = LookupScratch::default();
+                    let probe_run = config.probe_run.max(1);
                     move |(input, frontier), output| {
                         input.for_each(|capability, batches| {
                             let capabilities = capability.retain_stamp(0);
@@ -198,43 +202,59 @@ where
                         let mut new_cursor = new_snapshot.cursor();
                         let mut output_cursor = output_snapshot.cursor();
                         let mut scratch = KeyScratch::<V, V2, T, R, R2>::default();
+                        let mut history_run = RunUpdates::default();
+                        let mut new_run = RunUpdates::default();
+                        let mut output_run = RunUpdates::default();
                         let mut input_history = Vec::new();
                         let mut new_updates = Vec::new();
                         let mut output_history = Vec::new();
                         let mut due_index = 0;
-                        for (index, key) in keys.iter().enumerate() {
-                            let key_ref = key_column.get(index);
-                            key_times.clear();
-                            while due_index < due.len() && due[due_index].0 == *key {
-                                key_times.push(due[due_index].1.clone());
-                                due_index += 1;
-                            }
-                            input_history.clear();
-                            gather(&mut history_cursor, key_ref, &mut input_history, |v| v);
-                            new_updates.clear();
-                            gather(&mut new_cursor, key_ref, &mut new_updates, |v| v);
-                            output_history.clear();
-                            gather(
+                        let mut run_start = 0;
+                        while run_start < keys.len() {
+                            // One batched lookup per trace for a run of keys (each batch walked
+                            // once, the cursors not re-merged after every seek), then the keys
+                            // one by one from what the lookups gathered.
+                            let run_end = keys.len().min(run_start + probe_run);
+                            let probes =
+                                columnar::Slice::new(run_start as u64, run_end as u64, key_column);
+                            history_run.gather(&mut history_cursor, probes, &mut lookups, |v| v);
+                            new_run.gather(&mut new_cursor, probes, &mut lookups, |v| v);
+                            output_run.gather(
                                 &mut output_cursor,
-                                key_ref,
-                                &mut output_history,
+                                probes,
+                                &mut lookups,
                                 V2::into_owned,
                             );
-                            reduce_key(
-                                &mut input_history,
-                                &mut new_updates,
-                                &mut output_history,
-                                &key_times,
-                                upper.borrow(),
-                                &mut scratch,
-                                &mut |input, output| logic(key_ref, input, output),
-                                &mut |val, time, diff| produced.push(key, val, time, diff),
-                                &mut |time| deferred.push((key.clone(), time.clone())),
-                            );
-                            if produced.len() >= PRODUCED_FLUSH {
-                                batcher.push(produced.view());
-                                produced.clear();
+                            for (probe, key) in keys[run_start..run_end].iter().enumerate() {
+                                let key_ref = key_column.get(run_start + probe);
+                                key_times.clear();
+                                while due_index < due.len() && due[due_index].0 == *key {
+                                    key_times.push(due[due_index].1.clone());
+                                    due_index += 1;
+                                }
+                                input_history.clear();
+                                input_history.extend_from_slice(history_run.of(probe));
+                                new_updates.clear();
+                                new_updates.extend_from_slice(new_run.of(probe));
+                                output_history.clear();
+                                output_history.extend_from_slice(output_run.of(probe));
+                                reduce_key(
+                                    &mut input_history,
+                                    &mut new_updates,
+                                    &mut output_history,
+                                    &key_times,
+                                    upper.borrow(),
+                                    &mut scratch,
+                                    &mut |input, output| logic(key_ref, input, output),
+                                    &mut |val, time, diff| produced.push(key, val, time, diff),
+                                    &mut |time| deferred.push((key.clone(), time.clone())),
+                                );
+                                if produced.len() >= PRODUCED_FLUSH {
+                                    batcher.push(produced.view());
+                                    produced.clear();
+                                }
                             }
+                            run_start = run_end;
                         }
                         debug_assert_eq!(due_index, due.len(), "a due key was not visited");
                         // The kept entries are one sorted run, and keys are visited in order,
@@ -286,27 +306,60 @@ where
     }
 }
 
-/// Appends the key's `(value, time, diff)` updates under `cursor` to `updates`, each value as
-/// `value` makes it (borrowed for input histories, owned for the output's).
-fn gather<'a, K, V, T, R, W>(
-    cursor: &mut TraceCursor<'a, (K, V, T, R)>,
-    key: Ref<'a, K>,
-    updates: &mut Vec<(W, T, R)>,
-    mut value: impl FnMut(Ref<'a, V>) -> W,
-) where
-    K: Data,
-    V: Data,
-    T: Time,
-    R: Semigroup,
-{
-    cursor.seek_key(key);
-    if cursor.get_key() == Some(key) {
-        while let Some(val) = cursor.get_val() {
-            cursor.map_times(|time, diff| {
-                updates.push((value(val), T::into_owned(time), R::into_owned(diff)))
-            });
-            cursor.step_val();
+/// The updates of a run of keys in one trace, gathered by one batched lookup: probe `i`'s
+/// `(value, time, diff)` updates are `updates[starts[i]..starts[i + 1]]`, each value as the
+/// gathering makes it (borrowed for input histories, owned for the output's).
+struct RunUpdates<W, T, R> {
+    updates: Vec<(W, T, R)>,
+    starts: Vec<usize>,
+}
+
+impl<W, T, R> Default for RunUpdates<W, T, R> {
+    fn default() -> Self {
+        Self {
+            updates: Vec::new(),
+            starts: Vec::new(),
         }
+    }
+}
+
+impl<W, T: Time, R: Semigroup> RunUpdates<W, T, R> {
+    /// Replaces the contents with the updates of `probes` (sorted keys) under `cursor`.
+    fn gather<'a, 'p, K, V, P>(
+        &mut self,
+        cursor: &mut TraceCursor<'a, (K, V, T, R)>,
+        probes: P,
+        scratch: &mut LookupScratch,
+        mut value: impl FnMut(Ref<'a, V>) -> W,
+    ) where
+        K: Data,
+        V: Data,
+        P: Index<Ref = Ref<'p, K>> + columnar::Len + Copy,
+    {
+        let Self { updates, starts } = self;
+        updates.clear();
+        starts.clear();
+        // Probes come back in order, absent ones skipped: each found probe first closes the
+        // (empty) ranges of those before it.
+        cursor.lookup(probes, scratch, |probe, values| {
+            while starts.len() <= probe {
+                starts.push(updates.len());
+            }
+            while let Some(val) = values.get_val() {
+                values.map_times(|time, diff| {
+                    updates.push((value(val), T::into_owned(time), R::into_owned(diff)))
+                });
+                values.step_val();
+            }
+        });
+        while starts.len() <= probes.len() {
+            starts.push(updates.len());
+        }
+    }
+
+    /// The updates of probe `probe`, grouped by value.
+    fn of(&self, probe: usize) -> &[(W, T, R)] {
+        &self.updates[self.starts[probe]..self.starts[probe + 1]]
     }
 }
 

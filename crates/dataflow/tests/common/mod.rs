@@ -93,6 +93,8 @@ pub struct Setup {
     pub batch: u64,
     /// The merge batchers' chunk capacity in bytes.
     pub chunk_bytes: usize,
+    /// Keys per batched lookup in join and reduce.
+    pub probe_run: usize,
 }
 
 impl Default for Setup {
@@ -102,6 +104,7 @@ impl Default for Setup {
             binary: false,
             batch: 1,
             chunk_bytes: BatcherConfig::default().chunk_bytes_max,
+            probe_run: RippleConfig::PROBE_RUN_DEFAULT,
         }
     }
 }
@@ -166,6 +169,7 @@ pub fn run_ripple(workload: &Workload, setup: Setup, program: RippleProgram) -> 
     };
     RippleConfig {
         batcher: BatcherConfig::with_chunk_bytes(setup.chunk_bytes),
+        probe_run: setup.probe_run,
         ..RippleConfig::default()
     }
     .install(&mut config.worker);
