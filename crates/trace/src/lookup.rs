@@ -27,6 +27,9 @@ pub struct LookupScratch {
     hits: Vec<Vec<(u32, u32)>>,
     /// Per batch, how many of its hits have been handed out.
     next: Vec<usize>,
+    /// For a single probe (looked up by plain seeks): whether it is still to be handed out, and
+    /// whether it was found.
+    single: Option<bool>,
 }
 
 /// The values of one probed key, across the batches that have it.
@@ -79,11 +82,35 @@ pub fn lookup<'a, 'p, U: Update, P>(
 ) where
     P: Index<Ref = Ref<'p, U::Key>> + Len + Copy,
 {
+    start(cursor, probes, scratch);
+    while let Some(probe) = next_hit(cursor, scratch) {
+        found(probe, &mut ValCursor { cursor });
+    }
+}
+
+/// The first half of [`lookup`]: finds the probes in every batch and notes the hits in
+/// `scratch`, for [`next_hit`] to hand out. Between the two, the cursor must not move.
+pub fn start<'p, U: Update, P>(
+    cursor: &mut TraceCursor<'_, U>,
+    probes: P,
+    scratch: &mut LookupScratch,
+) where
+    P: Index<Ref = Ref<'p, U::Key>> + Len + Copy,
+{
     debug_assert!(
         (1..probes.len()).all(|i| probes.get(i - 1).cmp(&probes.get(i)) != Ordering::Greater),
         "lookup probes must be sorted"
     );
+    scratch.single = None;
     let batch_count = cursor.cursors.len();
+    scratch.next.clear();
+    scratch.next.resize(batch_count, 0);
+    scratch
+        .hits
+        .resize_with(batch_count.max(scratch.hits.len()), Vec::new);
+    for hits in &mut scratch.hits[..batch_count] {
+        hits.clear();
+    }
     if probes.is_empty() || batch_count == 0 {
         return;
     }
@@ -102,23 +129,14 @@ pub fn lookup<'a, 'p, U: Update, P>(
                 cursor.at_key.push(index);
             }
         }
-        if !cursor.at_key.is_empty() {
-            cursor.find_least_val();
-            found(0, &mut ValCursor { cursor });
-        }
+        scratch.single = Some(!cursor.at_key.is_empty());
         return;
     }
-    scratch
-        .hits
-        .resize_with(batch_count.max(scratch.hits.len()), Vec::new);
-    scratch.next.clear();
-    scratch.next.resize(batch_count, 0);
     let (first_probe, last_probe) = (
         U::Key::reborrow(probes.get(0)),
         U::Key::reborrow(probes.get(probe_count - 1)),
     );
     for (batch, hits) in cursor.cursors.iter().zip(scratch.hits.iter_mut()) {
-        hits.clear();
         let key_count = batch.key_count();
         let key = |index: usize| U::Key::reborrow(batch.key_at(index));
         let probe = |index: usize| U::Key::reborrow(probes.get(index));
@@ -144,34 +162,48 @@ pub fn lookup<'a, 'p, U: Update, P>(
             }
         }
     }
+}
 
-    // Hand out the hits in probe order, positioning every batch that has the probe at it.
-    loop {
-        let mut least = u32::MAX;
-        for (hits, &next) in scratch.hits[..batch_count].iter().zip(&scratch.next) {
-            if next < hits.len() {
-                least = least.min(hits[next].0);
-            }
-        }
-        if least == u32::MAX {
-            break;
-        }
-        cursor.at_key.clear();
-        for (batch, (hits, next)) in scratch.hits[..batch_count]
-            .iter()
-            .zip(scratch.next.iter_mut())
-            .enumerate()
-        {
-            if *next < hits.len() {
-                let (probe, key) = hits[*next];
-                if probe == least {
-                    cursor.cursors[batch].set_key_index(key as usize);
-                    cursor.at_key.push(batch);
-                    *next += 1;
-                }
-            }
+/// The second half of [`lookup`]: positions `cursor` at the next probe found (in probe order),
+/// every batch that has it at that key, and returns the probe's index; `None` once all are
+/// handed out. Read the key's values with the cursor's `get_val`, `map_times` and `step_val`.
+pub fn next_hit<U: Update>(
+    cursor: &mut TraceCursor<'_, U>,
+    scratch: &mut LookupScratch,
+) -> Option<usize> {
+    if let Some(present) = scratch.single.take() {
+        // `start` already positioned the batches for the single probe.
+        if !present {
+            return None;
         }
         cursor.find_least_val();
-        found(least as usize, &mut ValCursor { cursor });
+        return Some(0);
     }
+    let batch_count = scratch.next.len();
+    let mut least = u32::MAX;
+    for (hits, &next) in scratch.hits[..batch_count].iter().zip(&scratch.next) {
+        if next < hits.len() {
+            least = least.min(hits[next].0);
+        }
+    }
+    if least == u32::MAX {
+        return None;
+    }
+    cursor.at_key.clear();
+    for (batch, (hits, next)) in scratch.hits[..batch_count]
+        .iter()
+        .zip(scratch.next.iter_mut())
+        .enumerate()
+    {
+        if *next < hits.len() {
+            let (probe, key) = hits[*next];
+            if probe == least {
+                cursor.cursors[batch].set_key_index(key as usize);
+                cursor.at_key.push(batch);
+                *next += 1;
+            }
+        }
+    }
+    cursor.find_least_val();
+    Some(least as usize)
 }

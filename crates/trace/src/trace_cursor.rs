@@ -130,6 +130,22 @@ impl<'a, U: Update> TraceCursor<'a, U> {
         crate::lookup::lookup(self, probes, scratch, found)
     }
 
+    /// Like [`TraceCursor::lookup`], in two steps: `start_lookup` finds the probes, then each
+    /// [`TraceCursor::next_hit`] positions the cursor at the next probe found and returns its
+    /// index, so a caller can interleave the lookups of several traces key by key. The cursor
+    /// must not be moved otherwise in between.
+    pub fn start_lookup<'p, P>(&mut self, probes: P, scratch: &mut LookupScratch)
+    where
+        P: columnar::Index<Ref = columnar::Ref<'p, U::Key>> + columnar::Len + Copy,
+    {
+        crate::lookup::start(self, probes, scratch)
+    }
+
+    /// The next probe found by the lookup `start_lookup` began, with the cursor at its key.
+    pub fn next_hit(&mut self, scratch: &mut LookupScratch) -> Option<usize> {
+        crate::lookup::next_hit(self, scratch)
+    }
+
     /// Returns to the first key.
     pub fn rewind_keys(&mut self) {
         for cursor in &mut self.cursors {

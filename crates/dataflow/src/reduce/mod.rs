@@ -108,7 +108,7 @@ where
                     let mut produced = Updates::<(K, V2, T, R2)>::default();
                     let mut batcher = MergeBatcher::<(K, V2, T, R2)>::new(config.batcher);
                     let mut builder = Builder::new();
-                    let mut lookups = LookupScratch::default();
+                    let mut lookups: [LookupScratch; 3] = Default::default();
                     let probe_run = config.probe_run.max(1);
                     move |(input, frontier), output| {
                         input.for_each(|capability, batches| {
@@ -202,9 +202,6 @@ where
                         let mut new_cursor = new_snapshot.cursor();
                         let mut output_cursor = output_snapshot.cursor();
                         let mut scratch = KeyScratch::<V, V2, T, R, R2>::default();
-                        let mut history_run = RunUpdates::default();
-                        let mut new_run = RunUpdates::default();
-                        let mut output_run = RunUpdates::default();
                         let mut input_history = Vec::new();
                         let mut new_updates = Vec::new();
                         let mut output_history = Vec::new();
@@ -212,19 +209,18 @@ where
                         let mut run_start = 0;
                         while run_start < keys.len() {
                             // One batched lookup per trace for a run of keys (each batch walked
-                            // once, the cursors not re-merged after every seek), then the keys
-                            // one by one from what the lookups gathered.
+                            // once, the cursors not re-merged after every seek); the hits come
+                            // back key by key, so only one key's histories are held at a time.
                             let run_end = keys.len().min(run_start + probe_run);
                             let probes =
                                 columnar::Slice::new(run_start as u64, run_end as u64, key_column);
-                            history_run.gather(&mut history_cursor, probes, &mut lookups, |v| v);
-                            new_run.gather(&mut new_cursor, probes, &mut lookups, |v| v);
-                            output_run.gather(
-                                &mut output_cursor,
-                                probes,
-                                &mut lookups,
-                                V2::into_owned,
-                            );
+                            let [history_lookup, new_lookup, output_lookup] = &mut lookups;
+                            let mut history_hits =
+                                HitStream::start(&mut history_cursor, probes, history_lookup);
+                            let mut new_hits =
+                                HitStream::start(&mut new_cursor, probes, new_lookup);
+                            let mut output_hits =
+                                HitStream::start(&mut output_cursor, probes, output_lookup);
                             for (probe, key) in keys[run_start..run_end].iter().enumerate() {
                                 let key_ref = key_column.get(run_start + probe);
                                 key_times.clear();
@@ -233,11 +229,11 @@ where
                                     due_index += 1;
                                 }
                                 input_history.clear();
-                                input_history.extend_from_slice(history_run.of(probe));
+                                history_hits.gather(probe, &mut input_history, |v| v);
                                 new_updates.clear();
-                                new_updates.extend_from_slice(new_run.of(probe));
+                                new_hits.gather(probe, &mut new_updates, |v| v);
                                 output_history.clear();
-                                output_history.extend_from_slice(output_run.of(probe));
+                                output_hits.gather(probe, &mut output_history, V2::into_owned);
                                 reduce_key(
                                     &mut input_history,
                                     &mut new_updates,
@@ -306,60 +302,62 @@ where
     }
 }
 
-/// The updates of a run of keys in one trace, gathered by one batched lookup: probe `i`'s
-/// `(value, time, diff)` updates are `updates[starts[i]..starts[i + 1]]`, each value as the
-/// gathering makes it (borrowed for input histories, owned for the output's).
-struct RunUpdates<W, T, R> {
-    updates: Vec<(W, T, R)>,
-    starts: Vec<usize>,
+/// A batched lookup of a run of keys in one trace, read key by key: the probes found come back
+/// in order, each with the trace's cursor at its key.
+struct HitStream<'c, 'a, 's, U: ripple_updates::Update> {
+    cursor: &'c mut TraceCursor<'a, U>,
+    scratch: &'s mut LookupScratch,
+    /// The next probe found, if any is left.
+    next: Option<usize>,
 }
 
-impl<W, T, R> Default for RunUpdates<W, T, R> {
-    fn default() -> Self {
-        Self {
-            updates: Vec::new(),
-            starts: Vec::new(),
-        }
-    }
-}
-
-impl<W, T: Time, R: Semigroup> RunUpdates<W, T, R> {
-    /// Replaces the contents with the updates of `probes` (sorted keys) under `cursor`.
-    fn gather<'a, 'p, K, V, P>(
-        &mut self,
-        cursor: &mut TraceCursor<'a, (K, V, T, R)>,
+impl<'c, 'a, 's, K, V, T, R> HitStream<'c, 'a, 's, (K, V, T, R)>
+where
+    K: Data,
+    V: Data,
+    T: Time,
+    R: Semigroup,
+{
+    fn start<'p, P>(
+        cursor: &'c mut TraceCursor<'a, (K, V, T, R)>,
         probes: P,
-        scratch: &mut LookupScratch,
-        mut value: impl FnMut(Ref<'a, V>) -> W,
-    ) where
-        K: Data,
-        V: Data,
+        scratch: &'s mut LookupScratch,
+    ) -> Self
+    where
         P: Index<Ref = Ref<'p, K>> + columnar::Len + Copy,
     {
-        let Self { updates, starts } = self;
-        updates.clear();
-        starts.clear();
-        // Probes come back in order, absent ones skipped: each found probe first closes the
-        // (empty) ranges of those before it.
-        cursor.lookup(probes, scratch, |probe, values| {
-            while starts.len() <= probe {
-                starts.push(updates.len());
-            }
-            while let Some(val) = values.get_val() {
-                values.map_times(|time, diff| {
-                    updates.push((value(val), T::into_owned(time), R::into_owned(diff)))
-                });
-                values.step_val();
-            }
-        });
-        while starts.len() <= probes.len() {
-            starts.push(updates.len());
+        cursor.start_lookup(probes, scratch);
+        let next = cursor.next_hit(scratch);
+        Self {
+            cursor,
+            scratch,
+            next,
         }
     }
 
-    /// The updates of probe `probe`, grouped by value.
-    fn of(&self, probe: usize) -> &[(W, T, R)] {
-        &self.updates[self.starts[probe]..self.starts[probe + 1]]
+    /// Appends probe `probe`'s `(value, time, diff)` updates to `updates` (nothing if the trace
+    /// lacks the key), each value as `value` makes it (borrowed for input histories, owned for
+    /// the output's). Probes must be asked in increasing order.
+    fn gather<W>(
+        &mut self,
+        probe: usize,
+        updates: &mut Vec<(W, T, R)>,
+        mut value: impl FnMut(Ref<'a, V>) -> W,
+    ) {
+        debug_assert!(
+            self.next.is_none_or(|next| next >= probe),
+            "probes asked out of order"
+        );
+        if self.next != Some(probe) {
+            return;
+        }
+        while let Some(val) = self.cursor.get_val() {
+            self.cursor.map_times(|time, diff| {
+                updates.push((value(val), T::into_owned(time), R::into_owned(diff)))
+            });
+            self.cursor.step_val();
+        }
+        self.next = self.cursor.next_hit(self.scratch);
     }
 }
 
