@@ -12,7 +12,10 @@
 //!
 //! The hits, `(probe, key position)` per batch, are then merged in probe order and handed out
 //! as a [`ValCursor`] over the values of that key in every batch that has it. A single probe
-//! does exactly the work of one seek per batch, so tiny probe runs do not lose.
+//! does exactly the work of one seek per batch, so tiny probe runs do not lose. The two halves
+//! are also available apart ([`start`], then [`next_hit`] per found key), so that a reader of
+//! several traces (reduce reads its input history, new batches and output) can take the same
+//! key from each before moving on.
 
 use crate::cursor::gallop;
 use crate::trace_cursor::TraceCursor;
