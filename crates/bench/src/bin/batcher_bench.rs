@@ -535,8 +535,9 @@ fn run(args: &Args) -> Result<(), String> {
         "# Merge batcher: ripple vs differential-dataflow 0.26\n\n\
          Produced by `{command}` on a machine with {} cores.\n\
          Medians of alternating runs, each on the next of up to 64 input sets (different seeds, so the\n\
-         branch predictor cannot learn one input's decisions); throughput is payload bytes (both sides)\n\
-         per second. Peak heap\n\
+         branch predictor cannot learn one input's decisions); each engine's input (rounds for *cycle*,\n\
+         chains for *merge*) is built or copied just before its timed run, so both start equally warm\n\
+         in cache. Throughput is payload bytes (both sides) per second. Peak heap\n\
          counts capacity, not just use: for *cycle* it is the batcher's own allocations (the caller's\n\
          input buffers excluded; differential takes the string keys' heap bytes over from them\n\
          instead of copying, so those count for it too), for *merge* the two input chains plus what\n\
