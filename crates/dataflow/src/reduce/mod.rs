@@ -3,7 +3,8 @@
 //! The operator reads an arrangement and writes its own. Each activation processes the interval
 //! `[lower, upper)` of times that has become complete: `upper` is the last batch boundary of the
 //! input trace not beyond the input frontier. The keys to visit are those of the batches
-//! received for the interval and those with deferred times now inside it. For each key the
+//! received for the interval and those with deferred times now inside it, looked up in sorted
+//! runs (one batched lookup per trace and run, read in step key by key). For each key the
 //! input history through `lower`, its new updates in `[lower, upper)` (kept apart: they seed
 //! the times to examine only while they do not cancel out) and the output history (from the
 //! operator's own trace) go to [`key::reduce_key`], whose corrections become one output batch
@@ -24,7 +25,7 @@ use ripple_batcher::MergeBatcher;
 use ripple_trace::{
     Batch, Builder, Description, LookupScratch, TraceCursor, TraceHandle, TraceSnapshot,
 };
-use ripple_updates::{Abelian, Antichain, Data, PartialOrder, Semigroup, Time, Updates};
+use ripple_updates::{Abelian, Antichain, Data, PartialOrder, Semigroup, Time, Update, Updates};
 use timely::container::CapacityContainerBuilder;
 use timely::dataflow::channels::pact::Pipeline;
 use timely::dataflow::operators::generic::Operator;
@@ -304,7 +305,7 @@ where
 
 /// A batched lookup of a run of keys in one trace, read key by key: the probes found come back
 /// in order, each with the trace's cursor at its key.
-struct HitStream<'c, 'a, 's, U: ripple_updates::Update> {
+struct HitStream<'c, 'a, 's, U: Update> {
     cursor: &'c mut TraceCursor<'a, U>,
     scratch: &'s mut LookupScratch,
     /// The next probe found, if any is left.
