@@ -1,7 +1,7 @@
 //! The `ripple` command: incremental graph computations over streams of edge changes.
 //!
 //! Data path: a [`Source`](source::Source) (a parsed change file or the
-//! [generator](generator)) is cut into steps by [`Plan`](source::Plan); [`run`](run::run)
+//! [generator]) is cut into steps by [`Plan`](source::Plan); [`run`](run::run)
 //! builds a [`Computation`](computation::Computation)'s dataflow on every timely worker,
 //! feeds each step from worker 0, runs until the output is complete for the step, and hands
 //! the gathered output to an [`OutputSink`](output::OutputSink), which consolidates, sorts,

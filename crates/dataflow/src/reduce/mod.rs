@@ -7,7 +7,7 @@
 //! runs (one batched lookup per trace and run, read in step key by key). For each key the
 //! input history through `lower`, its new updates in `[lower, upper)` (kept apart: they seed
 //! the times to examine only while they do not cancel out) and the output history (from the
-//! operator's own trace) go to [`key::reduce_key`], whose corrections become one output batch
+//! operator's own trace) go to `key::reduce_key`, whose corrections become one output batch
 //! for `[lower, upper)`, inserted into the output trace and sent downstream. Times at or beyond
 //! `upper` that will need attention are kept, with capabilities, until their interval comes.
 
