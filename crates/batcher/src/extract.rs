@@ -16,6 +16,16 @@ use timely::progress::Timestamp;
 /// Below this average run length a mixed chunk is copied by index lists rather than by runs.
 const SHORT_RUN: usize = 8;
 
+/// Whether an update at `time` stays (is at or beyond `upper`), with a fast path for the common
+/// single-element `upper`.
+#[inline(always)]
+fn is_kept<T: PartialOrder>(upper: AntichainRef<'_, T>, time: &T) -> bool {
+    match &upper[..] {
+        [single] => single.less_equal(time),
+        _ => upper.less_equal(time),
+    }
+}
+
 /// Splits `chain` by `upper`: returns `(ship, keep)` and sets `frontier` to the antichain of
 /// the times in `keep`.
 pub fn extract<U: Update>(
@@ -33,10 +43,13 @@ pub fn extract<U: Update>(
 
     // One pass over the times decides every update (and builds the frontier), so each writer
     // can reserve for its share before anything is copied. The pass also notes, per chunk, how
-    // many updates stay and how many runs the flags form, which decide how the chunk is copied.
-    let mut kept_flags: Vec<bool> = Vec::with_capacity(chain.len());
+    // many updates stay and how many runs the decisions form, which decide how the chunk is
+    // copied. Decisions are kept as bits: a byte per update of the whole chain would sit beside
+    // the data at the seal's peak (8 MiB for 256 MiB of 32-byte updates).
+    let mut kept_bits: Vec<u64> = Vec::with_capacity(chain.len().div_ceil(64));
+    // The word being filled and the number of its bits filled so far.
+    let (mut word, mut bits) = (0u64, 0u32);
     let mut summaries: Vec<(usize, usize)> = Vec::with_capacity(chain.chunks().len());
-    let uppers: &[U::Time] = &upper;
     let mut kept_frontier: Vec<U::Time> = Vec::new();
     for chunk in chain.chunks() {
         let times = chunk.view().times;
@@ -44,10 +57,7 @@ pub fn extract<U: Update>(
         let mut previous = None;
         for index in 0..times.len() {
             time.copy_from(times.get(index));
-            let kept = match uppers {
-                [single] => single.less_equal(&time),
-                _ => upper.less_equal(&time),
-            };
+            let kept = is_kept(upper, &time);
             // Most kept times are already covered by the frontier. (A plain `Vec` here: the
             // antichain's small-vector storage costs a branch per access.)
             if kept && !kept_frontier.iter().any(|f| f.less_equal(&time)) {
@@ -57,9 +67,17 @@ pub fn extract<U: Update>(
             kept_here += kept as usize;
             runs += (previous != Some(kept)) as usize;
             previous = Some(kept);
-            kept_flags.push(kept);
+            word |= (kept as u64) << bits;
+            bits += 1;
+            if bits == 64 {
+                kept_bits.push(word);
+                (word, bits) = (0, 0);
+            }
         }
         summaries.push((kept_here, runs));
+    }
+    if bits > 0 {
+        kept_bits.push(word);
     }
     frontier.extend(kept_frontier);
     let kept_count: usize = summaries.iter().map(|(kept, _)| kept).sum();
@@ -70,10 +88,12 @@ pub fn extract<U: Update>(
     ship_writer.expect_bytes((bytes - kept_bytes) + (bytes - kept_bytes) / 8);
 
     let mut indices: [Vec<u32>; 2] = Default::default();
+    // The decisions of the chunk being split, unpacked (at most one chunk's worth).
+    let mut flags: Vec<bool> = Vec::new();
     let mut offset = 0;
     for (chunk, (kept_here, runs)) in chain.into_chunks().into_iter().zip(summaries) {
         let view = chunk.view();
-        let flags = &kept_flags[offset..offset + view.len()];
+        let first = offset;
         offset += view.len();
 
         let all_kept = kept_here == view.len();
@@ -87,6 +107,8 @@ pub fn extract<U: Update>(
             continue;
         }
 
+        flags.clear();
+        flags.extend((first..offset).map(|bit| kept_bits[bit / 64] >> (bit % 64) & 1 == 1));
         // Scattered flags (runs of a few updates, as when times interleave) are copied by
         // index lists, one gather per column and side; long runs are copied run by run.
         if runs * SHORT_RUN > view.len() && view.len() <= u32::MAX as usize {
