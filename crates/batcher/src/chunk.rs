@@ -201,6 +201,9 @@ pub struct ChunkWriter<U: Update> {
     /// An upper bound on the bytes still to come, set by the caller: a fresh buffer never
     /// reserves beyond it, so small outputs do not reserve whole chunks.
     expected_bytes: usize,
+    /// An upper bound on the updates still to come, set by the caller. For plain data, whose
+    /// updates all have the sample's size, it makes a small output's reservation exact.
+    expected_updates: usize,
     /// True while `updates` is a new allocation that has never been reserved: one that grew by
     /// doubling from empty, so its capacity is at most twice its length.
     fresh: bool,
@@ -216,11 +219,12 @@ pub struct ChunkWriter<U: Update> {
 
 /// How many updates a fresh buffer holds before it is sized for a whole chunk: enough for a
 /// representative average size, few enough that the doubling before it costs little. Updates
-/// of plain data (no heap in any field) all have the same size, so a handful is representative;
-/// strings and other variable-size data need a larger sample.
+/// of plain data (no heap in any field) all have the same size, so one is representative (and
+/// slice lengths are unpadded, so its size is exact); strings and other variable-size data need
+/// a larger sample.
 const fn sample_len<U: Update>() -> usize {
     if rows_are_plain::<U>() {
-        4
+        1
     } else {
         32
     }
@@ -236,6 +240,7 @@ impl<U: Update> ChunkWriter<U> {
             target: chunk_bytes_max.max(1),
             check_at: 1,
             expected_bytes: usize::MAX,
+            expected_updates: usize::MAX,
             fresh: true,
             lens: Vec::new(),
             empty_lens: {
@@ -260,15 +265,13 @@ impl<U: Update> ChunkWriter<U> {
         self.updates.is_empty()
     }
 
-    /// Bounds the bytes this writer will be given until the next call (the size of the inputs
-    /// it is fed from): reservations stay within it, and chunks aim at [`chunk_target`] of it.
-    /// Call it between outputs, when nothing is pending.
-    pub fn expect_bytes(&mut self, bytes: usize) {
-        debug_assert!(
-            self.updates.is_empty(),
-            "expect_bytes with a chunk in progress"
-        );
+    /// Bounds the bytes and the updates this writer will be given until the next call (the
+    /// size of the inputs it is fed from): reservations stay within them, and chunks aim at
+    /// [`chunk_target`] of the bytes. Call it between outputs, when nothing is pending.
+    pub fn expect(&mut self, bytes: usize, updates: usize) {
+        debug_assert!(self.updates.is_empty(), "expect with a chunk in progress");
         self.expected_bytes = bytes;
+        self.expected_updates = updates;
         self.target = chunk_target(bytes, self.chunk_bytes_max);
         // Checkpoints set for another target may overshoot this one: measure at the next push.
         self.check_at = 1;
@@ -306,7 +309,12 @@ impl<U: Update> ChunkWriter<U> {
     fn reserve_from_sample(&mut self) {
         let grown = self.sample_lens.iter().zip(&self.empty_lens);
         let sample_bytes: usize = grown.map(|(len, base)| len - (*base).min(*len)).sum();
-        let copies = self.target.min(self.expected_bytes) / sample_bytes.max(1);
+        let mut copies = self.target.min(self.expected_bytes) / sample_bytes.max(1);
+        if rows_are_plain::<U>() {
+            // The sample is one update of the one size: an output smaller than a chunk gets a
+            // buffer of exactly its size, which ships without a copy.
+            copies = copies.min(self.expected_updates);
+        }
         if copies == 0 {
             return;
         }
@@ -343,7 +351,10 @@ impl<U: Update> ChunkWriter<U> {
                 self.sample.extend_from(self.updates.view(), 0..len);
                 self.sample_lens.clone_from(&self.lens);
             }
-            let expected_room = self.expected_bytes.saturating_sub(bytes) / update_bytes;
+            let mut expected_room = self.expected_bytes.saturating_sub(bytes) / update_bytes;
+            if rows_are_plain::<U>() {
+                expected_room = expected_room.min(self.expected_updates.saturating_sub(len));
+            }
             let copies = room.min(expected_room) / len;
             if copies >= 3 {
                 self.updates.reserve_copies(copies);

@@ -138,8 +138,10 @@ impl<U: Update> Chunker<U> {
             return;
         }
         let mut chunks = Vec::new();
-        self.writer
-            .expect_bytes(self.rows.len() * std::mem::size_of::<Row<U>>());
+        self.writer.expect(
+            self.rows.len() * std::mem::size_of::<Row<U>>(),
+            self.rows.len(),
+        );
         let mut index = 0;
         while index < self.rows.len() {
             self.writer.prepare(stash);
@@ -177,7 +179,7 @@ impl<U: Update> Chunker<U> {
         let kept_bytes = (bytes as u128 * kept as u128 / before as u128) as usize;
         let mut chunks = Vec::new();
         // Update sizes vary, so allow the survivors some slack over their proportional share.
-        self.writer.expect_bytes(kept_bytes + kept_bytes / 8);
+        self.writer.expect(kept_bytes + kept_bytes / 8, kept);
         let view = self.pending.view();
         let mut survivor = 0;
         while survivor < kept {

@@ -84,8 +84,9 @@ pub fn extract<U: Update>(
     let bytes = chain.byte_len();
     let kept_bytes = (bytes as u128 * kept_count as u128 / chain.len().max(1) as u128) as usize;
     // Update sizes vary, so leave each side some slack over its proportional share.
-    keep_writer.expect_bytes(kept_bytes + kept_bytes / 8);
-    ship_writer.expect_bytes((bytes - kept_bytes) + (bytes - kept_bytes) / 8);
+    let ship_count = chain.len() - kept_count;
+    keep_writer.expect(kept_bytes + kept_bytes / 8, kept_count);
+    ship_writer.expect((bytes - kept_bytes) + (bytes - kept_bytes) / 8, ship_count);
 
     let mut indices: [Vec<u32>; 2] = Default::default();
     // The decisions of the chunk being split, unpacked (at most one chunk's worth).

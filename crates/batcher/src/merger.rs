@@ -91,7 +91,7 @@ pub fn merge<U: Update>(
 ) -> Chain<U> {
     debug_assert!(writer.is_empty(), "merge starts with an empty writer");
     let mut output = Vec::with_capacity(a.chunks().len() + b.chunks().len());
-    writer.expect_bytes(a.byte_len() + b.byte_len());
+    writer.expect(a.byte_len() + b.byte_len(), a.len() + b.len());
     let mut a = Side::new(a);
     let mut b = Side::new(b);
 

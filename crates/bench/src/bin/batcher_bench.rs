@@ -210,7 +210,10 @@ fn dd_cycle<R: Record>(rounds: &[Vec<DdUpdate<R>>]) -> Run {
 /// cut an output of this size into (default configuration).
 fn ripple_chain<R: Record>(rows: &[RippleUpdate<R>]) -> Chain<RippleUpdate<R>> {
     let mut writer = ChunkWriter::new(BatcherConfig::CHUNK_BYTES_DEFAULT);
-    writer.expect_bytes(Updates::<RippleUpdate<R>>::from_rows(rows.iter()).byte_len());
+    writer.expect(
+        Updates::<RippleUpdate<R>>::from_rows(rows.iter()).byte_len(),
+        rows.len(),
+    );
     let mut stash = Stash::new(0);
     let mut chunks = Vec::new();
     for (k, v, t, r) in rows {
