@@ -96,17 +96,40 @@ impl<T: Time, R: Semigroup> Histories<T, R> {
 }
 
 /// Fills a [`Histories`], deciding the encoding as pairs arrive.
+///
+/// A builder starts *small*: pairs are stored per update with no hashing, noting only whether
+/// they are all equal. Small batches are the ones built and merged all the time at high
+/// resolution, and there a dictionary costs more in hashing than it saves in bytes. At
+/// [`SMALL_MAX`] updates (or at the build of a small batch of one repeated pair) the pairs move
+/// into a dictionary, which a big batch keeps unless its pairs turn out mostly distinct.
 pub struct HistoriesBuilder<T: Time, R: Semigroup> {
     times: ContainerOf<T>,
     diffs: ContainerOf<R>,
     /// Per-update pair index, while a dictionary is kept.
     index: Vec<u32>,
-    /// Pair to its index, while a dictionary is kept; `None` once plain.
-    dictionary: Option<FxHashMap<(T, R), u32>>,
+    /// Pair to its index, while a dictionary is kept (emptied, its allocation kept, otherwise).
+    dictionary: FxHashMap<(T, R), u32>,
+    stage: Stage,
+    /// True while every pair pushed equals the first (tracked while small).
+    uniform: bool,
     /// The last pair pushed and its index: consecutive updates often share a pair, and this
-    /// check spares them the hash lookup.
+    /// check spares them the hash lookup. While small, the first pair.
     last: Option<(T, R, u32)>,
     len: usize,
+    /// Emptied pair buffers kept for the next change of encoding, which swaps them in, so
+    /// that a builder reused across small batches does not allocate for it.
+    spare: (ContainerOf<T>, ContainerOf<R>),
+}
+
+/// How a builder stores pairs at the moment.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Stage {
+    /// Fewer than [`SMALL_MAX`] updates: per update, unhashed.
+    Small,
+    /// A dictionary of distinct pairs and a per-update index.
+    Dictionary,
+    /// Per update, for good: the dictionary did not pay.
+    Plain,
 }
 
 impl<T: Time, R: Semigroup> Default for HistoriesBuilder<T, R> {
@@ -115,12 +138,19 @@ impl<T: Time, R: Semigroup> Default for HistoriesBuilder<T, R> {
             times: Default::default(),
             diffs: Default::default(),
             index: Vec::new(),
-            dictionary: Some(FxHashMap::default()),
+            dictionary: FxHashMap::default(),
+            stage: Stage::Small,
+            uniform: true,
             last: None,
             len: 0,
+            spare: Default::default(),
         }
     }
 }
+
+/// Batches of fewer updates than this store their pairs per update (or once, when all are
+/// equal) and never hash them.
+const SMALL_MAX: usize = 4096;
 
 /// Beyond this many updates, a dictionary holding more than half as many pairs as updates is
 /// abandoned: it would save less than the index costs.
@@ -142,19 +172,44 @@ impl<T: Time, R: Semigroup> HistoriesBuilder<T, R> {
     #[inline]
     pub fn push(&mut self, time: &T, diff: &R) {
         self.len += 1;
-        let Some(dictionary) = self.dictionary.as_mut() else {
-            self.times.push(time);
-            self.diffs.push(diff);
-            return;
-        };
+        match self.stage {
+            Stage::Small => {
+                self.times.push(time);
+                self.diffs.push(diff);
+                match &self.last {
+                    None => self.last = Some((time.clone(), diff.clone(), 0)),
+                    Some((first_time, first_diff, _)) => {
+                        self.uniform &= first_time == time && first_diff == diff;
+                    }
+                }
+                if self.len == SMALL_MAX {
+                    self.start_dictionary();
+                }
+            }
+            Stage::Dictionary => {
+                self.push_start_dictionary(time, diff);
+                if self.len >= PLAIN_CHECK_AFTER && self.dictionary.len() * 2 > self.len {
+                    self.go_plain();
+                }
+            }
+            Stage::Plain => {
+                self.times.push(time);
+                self.diffs.push(diff);
+            }
+        }
+    }
+
+    #[inline]
+    fn push_start_dictionary(&mut self, time: &T, diff: &R) {
         if let Some((last_time, last_diff, pair)) = &self.last {
             if last_time == time && last_diff == diff {
                 self.index.push(*pair);
                 return;
             }
         }
-        let next = dictionary.len() as u32;
-        let pair = *dictionary
+        let next = self.dictionary.len() as u32;
+        let pair = *self
+            .dictionary
             .entry((time.clone(), diff.clone()))
             .or_insert_with(|| {
                 self.times.push(time);
@@ -163,15 +218,40 @@ impl<T: Time, R: Semigroup> HistoriesBuilder<T, R> {
             });
         self.index.push(pair);
         self.last = Some((time.clone(), diff.clone(), pair));
-        if self.len >= PLAIN_CHECK_AFTER && dictionary.len() * 2 > self.len {
-            self.go_plain();
+    }
+
+    /// Moves the pairs stored per update (small stage) into a dictionary.
+    fn start_dictionary(&mut self) {
+        debug_assert_eq!(self.stage, Stage::Small);
+        let (mut times, mut diffs) = std::mem::take(&mut self.spare);
+        times.clear();
+        diffs.clear();
+        std::mem::swap(&mut self.times, &mut times);
+        std::mem::swap(&mut self.diffs, &mut diffs);
+        self.index.clear();
+        self.dictionary.clear();
+        self.last = None;
+        self.stage = Stage::Dictionary;
+        {
+            let (plain_times, plain_diffs) = (times.borrow(), diffs.borrow());
+            let (mut time, mut diff) = (None::<T>, None::<R>);
+            for update in 0..plain_times.len() {
+                let time = time.get_or_insert_with(|| T::into_owned(plain_times.get(update)));
+                time.copy_from(plain_times.get(update));
+                let diff = diff.get_or_insert_with(|| R::into_owned(plain_diffs.get(update)));
+                diff.copy_from(plain_diffs.get(update));
+                self.push_start_dictionary(time, diff);
+            }
         }
+        self.spare = (times, diffs);
     }
 
     /// Replaces the dictionary by one pair per update.
     fn go_plain(&mut self) {
-        let mut times = ContainerOf::<T>::default();
-        let mut diffs = ContainerOf::<R>::default();
+        debug_assert_eq!(self.stage, Stage::Dictionary);
+        let (times, diffs) = &mut self.spare;
+        times.clear();
+        diffs.clear();
         {
             let (dict_times, dict_diffs) = (self.times.borrow(), self.diffs.borrow());
             for &pair in &self.index {
@@ -179,31 +259,35 @@ impl<T: Time, R: Semigroup> HistoriesBuilder<T, R> {
                 diffs.push(dict_diffs.get(pair as usize));
             }
         }
-        self.times = times;
-        self.diffs = diffs;
-        self.index = Vec::new();
-        self.dictionary = None;
+        std::mem::swap(&mut self.times, times);
+        std::mem::swap(&mut self.diffs, diffs);
+        self.index.clear();
+        self.dictionary.clear();
+        self.stage = Stage::Plain;
         self.last = None;
     }
 
     /// The finished histories, with the narrowest index that fits and exact allocations. The
     /// builder is left empty, its buffers kept for the next batch.
     pub fn build(&mut self) -> Histories<T, R> {
-        if self.dictionary.is_some() && self.times.len() * 2 > self.len && self.len > 1 {
-            self.go_plain();
+        match self.stage {
+            // One repeated pair: a dictionary of one, found without hashing past the first.
+            Stage::Small if self.uniform && self.len > 1 => self.start_dictionary(),
+            Stage::Dictionary if self.times.len() * 2 > self.len && self.len > 1 => self.go_plain(),
+            _ => {}
         }
         let pairs = self.times.len();
-        let index = match self.dictionary {
-            None => PairIndex::Plain,
-            Some(_) if pairs <= 1 => PairIndex::Single,
-            Some(_) if pairs <= 1 << 8 => {
+        let index = match self.stage {
+            Stage::Small | Stage::Plain => PairIndex::Plain,
+            Stage::Dictionary if pairs <= 1 => PairIndex::Single,
+            Stage::Dictionary if pairs <= 1 << 8 => {
                 PairIndex::Narrow8(self.index.iter().map(|&i| i as u8).collect())
             }
-            Some(_) if pairs <= 1 << 16 => {
+            Stage::Dictionary if pairs <= 1 << 16 => {
                 PairIndex::Narrow16(self.index.iter().map(|&i| i as u16).collect())
             }
             // `Vec::clone` allocates exactly the length.
-            Some(_) => PairIndex::Wide(self.index.clone()),
+            Stage::Dictionary => PairIndex::Wide(self.index.clone()),
         };
         let histories = Histories {
             times: crate::batch::exact_copy::<T>(&self.times),
@@ -214,10 +298,9 @@ impl<T: Time, R: Semigroup> HistoriesBuilder<T, R> {
         self.times.clear();
         self.diffs.clear();
         self.index.clear();
-        match &mut self.dictionary {
-            Some(dictionary) => dictionary.clear(),
-            None => self.dictionary = Some(FxHashMap::default()),
-        }
+        self.dictionary.clear();
+        self.stage = Stage::Small;
+        self.uniform = true;
         self.last = None;
         self.len = 0;
         histories
@@ -244,6 +327,32 @@ mod tests {
     }
 
     proptest! {
+        /// One builder reused across batches of every stage (small, dictionary, plain, in any
+        /// order) builds each as pushed.
+        #[test]
+        fn a_reused_builder_round_trips_every_batch(
+            batches in proptest::collection::vec(
+                (0usize..1500, 1u64..2000, prop_oneof![Just(1i64), Just(3)]),
+                1..6,
+            )
+        ) {
+            let mut builder = HistoriesBuilder::<u64, i64>::default();
+            for (len, distinct, diffs) in batches {
+                let pairs: Vec<_> = (0..len as u64)
+                    .map(|i| ((i * 7919) % distinct, (i % diffs as u64) as i64 - 1))
+                    .collect();
+                for (time, diff) in &pairs {
+                    builder.push(time, diff);
+                }
+                let histories = builder.build();
+                prop_assert_eq!(histories.len(), pairs.len());
+                for (update, (time, diff)) in pairs.iter().enumerate() {
+                    let (t, r) = histories.get(update);
+                    prop_assert_eq!((*t, *r), (*time, *diff));
+                }
+            }
+        }
+
         #[test]
         fn every_encoding_round_trips(
             pairs in proptest::collection::vec((0u64..3, -1i64..2), 0..200),
@@ -271,5 +380,11 @@ mod tests {
         let many = round_trip(&many);
         assert_eq!(many.stored_pairs(), 5000);
         assert_eq!(many.heap_bytes(), 5000 * 16);
+        // Small batches are not hashed: one repeated pair is stored once, anything else per
+        // update.
+        let small_single = round_trip(&[(5, 1); 100]);
+        assert_eq!(small_single.stored_pairs(), 1);
+        let small_two: Vec<_> = (0..100).map(|i| (5, 1 - 2 * (i % 2))).collect();
+        assert_eq!(round_trip(&small_two).stored_pairs(), 100);
     }
 }
