@@ -8,7 +8,7 @@
 //! Decoding copies those slices back into owned columns.
 
 use columnar::bytes::indexed;
-use columnar::{Borrow, Columnar, FromBytes, Index, Len, Push, Ref};
+use columnar::{Borrow, Columnar, Container, ContainerOf, FromBytes, Index, Len, Push, Ref};
 use ripple_updates::{Abelian, Data, Semigroup, Time, Updates, UpdatesView};
 use timely::dataflow::channels::ContainerBytes;
 use timely::Accountable;
@@ -151,19 +151,48 @@ impl<D: Data, T: Time, R: Semigroup> UpdateContainer<D, T, R> {
     }
 
     /// The same data and diffs with every time replaced by `logic(time)`; an update whose
-    /// `logic` returns `None` is dropped.
+    /// `logic` returns `None` is dropped. When none is dropped (entering and leaving scopes),
+    /// the data and diff columns move untouched and only the times are written.
     pub fn map_times<T2: Time>(
         self,
         mut logic: impl FnMut(T) -> Option<T2>,
     ) -> UpdateContainer<D, T2, R> {
-        let mut output = UpdateContainer::<D, T2, R>::default();
+        let mut times = ContainerOf::<T2>::default();
         let view = self.view();
-        for index in 0..view.len() {
+        let mut index = 0;
+        while index < view.len() {
+            match logic(T::into_owned(view.time(index))) {
+                Some(time) => times.push(&time),
+                None => break,
+            }
+            index += 1;
+        }
+        if index == view.len() {
+            let Updates {
+                keys, vals, diffs, ..
+            } = self.updates;
+            return UpdateContainer {
+                updates: Updates {
+                    keys,
+                    vals,
+                    times,
+                    diffs,
+                },
+            };
+        }
+        // Update `index` is dropped: copy the prefix, then filter the rest one by one.
+        let mut output = UpdateContainer::<D, T2, R>::default();
+        let columns = &mut output.updates;
+        columns.keys.extend_from_self(view.keys, 0..index);
+        columns.vals.extend_from_self(view.vals, 0..index);
+        columns.times = times;
+        columns.diffs.extend_from_self(view.diffs, 0..index);
+        for index in index + 1..view.len() {
             if let Some(time) = logic(T::into_owned(view.time(index))) {
-                output.updates.keys.push(view.key(index));
-                output.updates.vals.push(&());
-                output.updates.times.push(&time);
-                output.updates.diffs.push(view.diff(index));
+                columns.keys.push(view.key(index));
+                columns.vals.push(&());
+                columns.times.push(&time);
+                columns.diffs.push(view.diff(index));
             }
         }
         output
@@ -225,6 +254,7 @@ impl<D: Data, T: Time, R: Semigroup> ContainerBytes for UpdateContainer<D, T, R>
 #[cfg(test)]
 mod tests {
     use super::*;
+    use timely::order::Product;
 
     fn roundtrip<D: Data, T: Time, R: Semigroup>(
         container: &UpdateContainer<D, T, R>,
@@ -237,7 +267,6 @@ mod tests {
 
     #[test]
     fn bytes_roundtrip_strings_and_products() {
-        use timely::order::Product;
         type Row = ((String, u64), Product<u64, u32>, i64);
         let rows: Vec<Row> = (0..100)
             .map(|i| {
@@ -261,5 +290,29 @@ mod tests {
         assert_eq!(negated.to_rows(), vec![(1, 5, -2), (2, 6, 3)]);
         let shifted = negated.map_times(|t| (t != 6).then_some(t + 10));
         assert_eq!(shifted.to_rows(), vec![(1, 15, -2)]);
+    }
+
+    proptest::proptest! {
+        /// `map_times` keeps exactly the updates whose new time is `Some`, in order, whether
+        /// none, some or all are dropped (the move path and the copying path).
+        #[test]
+        fn map_times_is_a_filter_map(
+            rows in proptest::collection::vec(((0u64..20, 0u64..5), 0u64..10, -3i64..4), 0..40),
+            dropped in 0u64..12,
+        ) {
+            let container = UpdateContainer::from_rows(&rows);
+            let step = |t: u64| (t != dropped).then_some((t, t as u32 + 1));
+            let expected: Vec<_> = rows
+                .iter()
+                .filter_map(|(d, t, r)| step(*t).map(|t2| (*d, t2, *r)))
+                .collect();
+            let mapped = container.map_times(|t| step(t).map(|(a, b)| Product::new(a, b)));
+            let got: Vec<_> = mapped
+                .to_rows()
+                .into_iter()
+                .map(|(d, t, r)| (d, (t.outer, t.inner), r))
+                .collect();
+            proptest::prop_assert_eq!(got, expected);
+        }
     }
 }

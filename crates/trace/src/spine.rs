@@ -355,7 +355,7 @@ impl<U: Update> Spine<U> {
 
     /// The batches, oldest first (merges in progress contribute their inputs).
     pub fn batches(&self) -> Vec<Batch<U>> {
-        let mut batches = Vec::new();
+        let mut batches = Vec::with_capacity(self.batch_count());
         for level in self.levels.iter().rev() {
             match level {
                 Level::Vacant => {}

@@ -23,15 +23,16 @@ pub struct TraceCursor<'a, U: Update> {
 impl<'a, U: Update> TraceCursor<'a, U> {
     /// A cursor over `batches` (empty ones are skipped), at the least key.
     pub fn new(batches: &'a [Batch<U>]) -> Self {
-        let cursors = batches
+        let cursors: Vec<_> = batches
             .iter()
             .filter(|batch| !batch.is_empty())
             .map(Batch::cursor)
             .collect();
+        // Sized once: at most every cursor is at the least key.
         let mut cursor = Self {
+            at_key: Vec::with_capacity(cursors.len()),
+            at_val: Vec::with_capacity(cursors.len()),
             cursors,
-            at_key: Vec::new(),
-            at_val: Vec::new(),
         };
         cursor.find_least_key();
         cursor
