@@ -166,7 +166,7 @@ impl<U: Update> Chunker<U> {
         }
         // Sort and sum by index: the survivors are written from `pending` straight into chunks,
         // with no sorted copy of the whole pending input in between.
-        consolidate_order(self.pending.view(), &mut self.order, &mut self.sums);
+        consolidate_order(&self.pending, &mut self.order, &mut self.sums);
         let kept = self.order.len();
         if kept == 0 || (!finishing && kept < before / 2) {
             // Keep accumulating on top of what survived (at most half of the pending input).
