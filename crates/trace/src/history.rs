@@ -101,7 +101,8 @@ impl<T: Time, R: Semigroup> Histories<T, R> {
 /// they are all equal. Small batches are the ones built and merged all the time at high
 /// resolution, and there a dictionary costs more in hashing than it saves in bytes. At
 /// [`SMALL_MAX`] updates (or at the build of a small batch of one repeated pair) the pairs move
-/// into a dictionary, which a big batch keeps unless its pairs turn out mostly distinct.
+/// into a dictionary, which a bigger batch keeps unless its pairs are mostly distinct: judged
+/// on the first [`SMALL_MAX`], then again from [`PLAIN_CHECK_AFTER`] on.
 pub struct HistoriesBuilder<T: Time, R: Semigroup> {
     times: ContainerOf<T>,
     diffs: ContainerOf<R>,
@@ -150,7 +151,7 @@ impl<T: Time, R: Semigroup> Default for HistoriesBuilder<T, R> {
 
 /// Batches of fewer updates than this store their pairs per update (or once, when all are
 /// equal) and never hash them.
-const SMALL_MAX: usize = 4096;
+const SMALL_MAX: usize = 256;
 
 /// Beyond this many updates, a dictionary holding more than half as many pairs as updates is
 /// abandoned: it would save less than the index costs.
@@ -184,10 +185,14 @@ impl<T: Time, R: Semigroup> HistoriesBuilder<T, R> {
                 }
                 if self.len == SMALL_MAX {
                     self.start_dictionary();
+                    // Pairs mostly distinct so far will likely stay so: stop hashing now.
+                    if self.dictionary.len() * 2 > self.len {
+                        self.go_plain();
+                    }
                 }
             }
             Stage::Dictionary => {
-                self.push_start_dictionary(time, diff);
+                self.push_to_dictionary(time, diff);
                 if self.len >= PLAIN_CHECK_AFTER && self.dictionary.len() * 2 > self.len {
                     self.go_plain();
                 }
@@ -200,7 +205,7 @@ impl<T: Time, R: Semigroup> HistoriesBuilder<T, R> {
     }
 
     #[inline]
-    fn push_start_dictionary(&mut self, time: &T, diff: &R) {
+    fn push_to_dictionary(&mut self, time: &T, diff: &R) {
         if let Some((last_time, last_diff, pair)) = &self.last {
             if last_time == time && last_diff == diff {
                 self.index.push(*pair);
@@ -240,7 +245,7 @@ impl<T: Time, R: Semigroup> HistoriesBuilder<T, R> {
                 time.copy_from(plain_times.get(update));
                 let diff = diff.get_or_insert_with(|| R::into_owned(plain_diffs.get(update)));
                 diff.copy_from(plain_diffs.get(update));
-                self.push_start_dictionary(time, diff);
+                self.push_to_dictionary(time, diff);
             }
         }
         self.spare = (times, diffs);
