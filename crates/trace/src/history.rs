@@ -99,10 +99,10 @@ impl<T: Time, R: Semigroup> Histories<T, R> {
 ///
 /// A builder starts *small*: pairs are stored per update with no hashing, noting only whether
 /// they are all equal. Small batches are the ones built and merged all the time at high
-/// resolution, and there a dictionary costs more in hashing than it saves in bytes. At
-/// [`SMALL_MAX`] updates (or at the build of a small batch of one repeated pair) the pairs move
-/// into a dictionary, which a bigger batch keeps unless its pairs are mostly distinct: judged
-/// on the first [`SMALL_MAX`], then again from [`PLAIN_CHECK_AFTER`] on.
+/// resolution, and there a dictionary costs more in hashing than it saves in bytes. At 256
+/// updates (or at the build of a small batch of one repeated pair) the pairs move into a
+/// dictionary, which a bigger batch keeps unless its pairs are mostly distinct: judged on the
+/// first 256, then again from 1,024 on.
 pub struct HistoriesBuilder<T: Time, R: Semigroup> {
     times: ContainerOf<T>,
     diffs: ContainerOf<R>,
