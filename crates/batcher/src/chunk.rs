@@ -434,3 +434,74 @@ impl<U: Update> ChunkWriter<U> {
         self.fresh = true;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::BatcherConfig;
+
+    type U = (u64, u32, u64, i64);
+
+    /// Writes `count` updates as one output and returns the chunks it shipped, and whether the
+    /// last one shipped in the buffer it was written in (no copy at the flush).
+    fn write(
+        writer: &mut ChunkWriter<U>,
+        stash: &mut Stash<U>,
+        count: u64,
+    ) -> (Vec<Chunk<U>>, bool) {
+        let row_bytes = std::mem::size_of::<ripple_updates::update::Row<U>>();
+        writer.expect(count as usize * row_bytes, count as usize);
+        let mut chunks = Vec::new();
+        let mut in_place = true;
+        let flush = |writer: &mut ChunkWriter<U>,
+                     chunks: &mut Vec<Chunk<U>>,
+                     stash: &mut Stash<U>,
+                     in_place: &mut bool| {
+            if writer.is_empty() {
+                return;
+            }
+            let written_in = writer.updates.diffs.as_ptr();
+            writer.flush(chunks, stash);
+            *in_place &=
+                chunks.last().map(|chunk| chunk.updates.diffs.as_ptr()) == Some(written_in);
+        };
+        for index in 0..count {
+            writer.prepare(stash);
+            writer.updates().push(&index, &1, &0, &1);
+            if writer.is_full() {
+                flush(writer, &mut chunks, stash, &mut in_place);
+            }
+        }
+        flush(writer, &mut chunks, stash, &mut in_place);
+        (chunks, in_place)
+    }
+
+    /// An output of plain data smaller than a chunk ships as one chunk of exactly its size, and
+    /// once the writer has its one-update sample, in the buffer reserved from it for the
+    /// announced count: small seals neither over-reserve nor copy.
+    #[test]
+    fn small_plain_outputs_get_exact_buffers() {
+        let mut writer = ChunkWriter::<U>::new(BatcherConfig::CHUNK_BYTES_DEFAULT);
+        let mut stash = Stash::new(0);
+        for (round, count) in [1u64, 2, 3, 5, 10, 37, 100, 3, 1].into_iter().enumerate() {
+            let (chunks, in_place) = write(&mut writer, &mut stash, count);
+            assert_eq!(chunks.len(), 1, "{count} updates in one chunk");
+            // The first output has no sample yet; every later one is reserved from it.
+            assert!(
+                in_place || round == 0,
+                "{count} updates were copied at the flush"
+            );
+            let chunk = &chunks[0];
+            assert_eq!(chunk.len() as u64, count);
+            let mut lens = Vec::new();
+            slice_lens(chunk.view(), &mut lens);
+            assert_eq!(
+                chunk.byte_capacity(),
+                lens.iter().sum::<usize>(),
+                "{count} updates: capacity {:?} for lengths {lens:?}",
+                chunk.capacity
+            );
+            chunk.check_invariants();
+        }
+    }
+}
