@@ -109,16 +109,7 @@ impl<'scope, T: Time, D: Data, R: Semigroup> Collection<'scope, T, D, R> {
         mut logic: impl FnMut(Ref<'_, D>) -> D2 + 'static,
     ) -> Collection<'scope, T, D2, R> {
         self.rewrite("Map", move |container, ship| {
-            let view = container.view();
-            let mut output = UpdateContainer::<D2, T, R>::default();
-            for index in 0..view.len() {
-                output.push_data_ref_owned(
-                    &logic(view.key(index)),
-                    view.time(index),
-                    view.diff(index),
-                );
-            }
-            ship(output);
+            ship(container.map_data(&mut logic));
         })
     }
 

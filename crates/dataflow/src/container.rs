@@ -150,6 +150,31 @@ impl<D: Data, T: Time, R: Semigroup> UpdateContainer<D, T, R> {
         self
     }
 
+    /// The same times and diffs with every datum replaced by `logic(datum)`. The time, diff and
+    /// unit value columns move to the output untouched; only the data column is written, and
+    /// `self` is left empty.
+    pub fn map_data<D2: Data>(
+        &mut self,
+        mut logic: impl FnMut(Ref<'_, D>) -> D2,
+    ) -> UpdateContainer<D2, T, R> {
+        let mut keys = ContainerOf::<D2>::default();
+        {
+            let data = self.updates.keys.borrow();
+            for index in 0..data.len() {
+                keys.push(&logic(data.get(index)));
+            }
+        }
+        let taken = std::mem::take(&mut self.updates);
+        UpdateContainer {
+            updates: Updates {
+                keys,
+                vals: taken.vals,
+                times: taken.times,
+                diffs: taken.diffs,
+            },
+        }
+    }
+
     /// The same data and diffs with every time replaced by `logic(time)`; an update whose
     /// `logic` returns `None` is dropped. When none is dropped (entering and leaving scopes),
     /// the data and diff columns move untouched and only the times are written.
@@ -293,6 +318,22 @@ mod tests {
     }
 
     proptest::proptest! {
+        /// `map_data` maps every datum in place of the old, keeping times, diffs and order, and
+        /// leaves the input empty.
+        #[test]
+        fn map_data_maps_every_datum(
+            rows in proptest::collection::vec(((0u64..20, 0u64..5), 0u64..10, -3i64..4), 0..40),
+        ) {
+            let mut container = UpdateContainer::from_rows(&rows);
+            let mapped = container.map_data(|(a, b): (&u64, &u64)| format!("{a}-{b}"));
+            let expected: Vec<_> = rows
+                .iter()
+                .map(|((a, b), t, r)| (format!("{a}-{b}"), *t, *r))
+                .collect();
+            proptest::prop_assert_eq!(mapped.to_rows(), expected);
+            proptest::prop_assert!(container.is_empty());
+        }
+
         /// `map_times` keeps exactly the updates whose new time is `Some`, in order, whether
         /// none, some or all are dropped (the move path and the copying path).
         #[test]
