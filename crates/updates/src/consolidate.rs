@@ -8,8 +8,8 @@
 //!   columnar merge batcher of the seed lose 4-6x.
 //! - **Columns** ([`consolidate_columns`]), for everything else (`String`, `Vec<u8>`, ...):
 //!   sort a permutation of indices by comparing borrowed items in place, then gather. Nothing is
-//!   cloned per record. Input found already sorted is not sorted again, and `String` keys sort
-//!   by an integer of their bytes past the prefix all keys share (see `sort_by_key_prefix`).
+//!   cloned per record. `String` keys sort by an integer of their bytes past the prefix all keys
+//!   share (see `sort_by_key_prefix`), unless the input is found already sorted.
 //!
 //! Both produce the same result; property tests check each against a map of accumulations.
 
@@ -100,8 +100,9 @@ pub fn consolidate_order<U: Update>(
     sums.clear();
     let sorted = || (1..view.len()).all(|i| view.cmp_at(i - 1, &view, i) != Ordering::Greater);
     match byte_string_keys::<U::Key>(&updates.keys) {
-        // Already sorted input (a sorted load, a run of ordered keys) is found in one pass,
-        // which stops at the first update out of order.
+        // The prefix sort builds its integers before it compares anything, so already sorted
+        // input (a sorted load, a run of ordered keys) is looked for first, in one pass that
+        // stops at the first update out of order. The plain sort finds such runs itself.
         Some(_) if sorted() => order.extend(0..view.len() as u32),
         Some(keys) => sort_by_key_prefix(keys, view, order),
         _ => {
