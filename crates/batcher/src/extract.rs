@@ -41,7 +41,7 @@ pub fn extract<U: Update>(
     let mut keep = Vec::new();
     let mut time = U::Time::minimum();
 
-    // One pass over the times decides every update (and builds the frontier), so each writer
+    // One pass over the times decides every update, so each writer
     // can reserve for its share before anything is copied. The pass also notes, per chunk, how
     // many updates stay and how many runs the decisions form, which decide how the chunk is
     // copied. Decisions are kept as bits: a byte per update of the whole chain would sit beside
@@ -50,20 +50,15 @@ pub fn extract<U: Update>(
     // The word being filled and the number of its bits filled so far.
     let (mut word, mut bits) = (0u64, 0u32);
     let mut summaries: Vec<(usize, usize)> = Vec::with_capacity(chain.chunks().len());
-    let mut kept_frontier: Vec<U::Time> = Vec::new();
     for chunk in chain.chunks() {
         let times = chunk.view().times;
         let (mut kept_here, mut runs) = (0, 0);
         let mut previous = None;
+        // No branch on the decision in this loop: when times interleave it is a coin toss, and
+        // a mispredicted branch per update cost more than the frontier's own pass below.
         for index in 0..times.len() {
             time.copy_from(times.get(index));
             let kept = is_kept(upper, &time);
-            // Most kept times are already covered by the frontier. (A plain `Vec` here: the
-            // antichain's small-vector storage costs a branch per access.)
-            if kept && !kept_frontier.iter().any(|f| f.less_equal(&time)) {
-                kept_frontier.retain(|f| !time.less_equal(f));
-                kept_frontier.push(time.clone());
-            }
             kept_here += kept as usize;
             runs += (previous != Some(kept)) as usize;
             previous = Some(kept);
@@ -79,7 +74,6 @@ pub fn extract<U: Update>(
     if bits > 0 {
         kept_bits.push(word);
     }
-    frontier.extend(kept_frontier);
     let kept_count: usize = summaries.iter().map(|(kept, _)| kept).sum();
     let bytes = chain.byte_len();
     let kept_bytes = (bytes as u128 * kept_count as u128 / chain.len().max(1) as u128) as usize;
@@ -108,18 +102,27 @@ pub fn extract<U: Update>(
             continue;
         }
 
-        flags.clear();
-        flags.extend((first..offset).map(|bit| kept_bits[bit / 64] >> (bit % 64) & 1 == 1));
-        // Scattered flags (runs of a few updates, as when times interleave) are copied by
+        // Scattered decisions (runs of a few updates, as when times interleave) are copied by
         // index lists, one gather per column and side; long runs are copied run by run.
         if runs * SHORT_RUN > view.len() && view.len() <= u32::MAX as usize {
             let [ship_indices, keep_indices] = &mut indices;
+            // Every index is written to both lists and only the side it belongs to advances:
+            // no branch on the decisions, which are unpredictable here, and no capacity check.
             ship_indices.clear();
             keep_indices.clear();
-            for (index, &kept) in flags.iter().enumerate() {
-                // Index arithmetic instead of a branch: the flags are unpredictable here.
-                [&mut *ship_indices, &mut *keep_indices][kept as usize].push(index as u32);
+            ship_indices.resize(view.len(), 0);
+            keep_indices.resize(view.len(), 0);
+            let (mut shipped, mut kept) = (0, 0);
+            for (index, bit) in (first..offset).enumerate() {
+                let stays = (kept_bits[bit / 64] >> (bit % 64)) as usize & 1;
+                ship_indices[shipped] = index as u32;
+                keep_indices[kept] = index as u32;
+                shipped += 1 - stays;
+                kept += stays;
             }
+            debug_assert_eq!(kept, kept_here);
+            ship_indices.truncate(shipped);
+            keep_indices.truncate(kept);
             for (selected, writer, output) in [
                 (&*ship_indices, &mut *ship_writer, &mut ship),
                 (&*keep_indices, &mut *keep_writer, &mut keep),
@@ -136,6 +139,8 @@ pub fn extract<U: Update>(
                 }
             }
         } else {
+            flags.clear();
+            flags.extend((first..offset).map(|bit| kept_bits[bit / 64] >> (bit % 64) & 1 == 1));
             let mut start = 0;
             while start < view.len() {
                 let kept = flags[start];
@@ -162,5 +167,26 @@ pub fn extract<U: Update>(
     }
     ship_writer.flush(&mut ship, stash);
     keep_writer.flush(&mut keep, stash);
-    (Chain::from_chunks(ship), Chain::from_chunks(keep))
+    let keep = Chain::from_chunks(keep);
+    frontier_of(&keep, frontier);
+    (Chain::from_chunks(ship), keep)
+}
+
+/// Sets `frontier` to the antichain of the times in `chain`.
+fn frontier_of<U: Update>(chain: &Chain<U>, frontier: &mut Antichain<U::Time>) {
+    // A plain `Vec` while scanning: the antichain's small-vector storage costs a branch per
+    // access, and most times are already covered by an element found earlier.
+    let mut least: Vec<U::Time> = Vec::new();
+    let mut time = U::Time::minimum();
+    for chunk in chain.chunks() {
+        let times = chunk.view().times;
+        for index in 0..times.len() {
+            time.copy_from(times.get(index));
+            if !least.iter().any(|f| f.less_equal(&time)) {
+                least.retain(|f| !time.less_equal(f));
+                least.push(time.clone());
+            }
+        }
+    }
+    frontier.extend(least);
 }
