@@ -165,8 +165,8 @@ fn merge_key<'a, U: Update>(
         if advanced || (from_a && from_b) {
             ripple_updates::consolidate::consolidate_pairs(scratch);
         }
-        for (time, diff) in scratch.iter() {
-            builder.push(key, val, time, diff);
+        if !scratch.is_empty() {
+            builder.push_history(key, val, scratch);
         }
     }
     if let Some(a) = a {
