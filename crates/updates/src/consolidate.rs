@@ -201,8 +201,18 @@ pub fn consolidate<U: Update>(updates: &mut Updates<U>) {
 /// grouping equal values makes the consolidation thorough. Used where histories were just
 /// advanced by a meet, which makes many of a value's times equal.
 pub fn consolidate_within_values<V: Eq, T: Ord, R: Semigroup>(updates: &mut Vec<(V, T, R)>) {
-    let mut kept = 0;
-    let mut start = 0;
+    // Often nothing collided: find the first update not strictly after its predecessor of the
+    // same value. Everything before its run is consolidated already and stays where it is.
+    let Some(first) = (1..updates.len()).find(|&index| {
+        updates[index].0 == updates[index - 1].0 && updates[index].1 <= updates[index - 1].1
+    }) else {
+        return;
+    };
+    let mut start = first - 1;
+    while start > 0 && updates[start - 1].0 == updates[start].0 {
+        start -= 1;
+    }
+    let mut kept = start;
     while start < updates.len() {
         let mut end = start + 1;
         while end < updates.len() && updates[end].0 == updates[start].0 {
@@ -292,7 +302,43 @@ mod tests {
             .collect()
     }
 
+    /// Each maximal run of equal values, consolidated by time on its own, runs in order.
+    fn within_values_reference(updates: &[(u8, u8, i64)]) -> Vec<(u8, u8, i64)> {
+        let mut output = Vec::new();
+        for run in updates.chunk_by(|a, b| a.0 == b.0) {
+            let mut sums = BTreeMap::new();
+            for (_, t, r) in run {
+                *sums.entry(*t).or_insert(0i64) += r;
+            }
+            output.extend(
+                sums.into_iter()
+                    .filter(|(_, r)| *r != 0)
+                    .map(|(t, r)| (run[0].0, t, r)),
+            );
+        }
+        output
+    }
+
     proptest! {
+        /// Consolidation within values, on inputs that are often consolidated already except
+        /// for a few updates (the case its fast path skips ahead for).
+        #[test]
+        fn within_values_match_reference(
+            mut updates in proptest::collection::vec((0u8..3, 0u8..6, prop_oneof![Just(1i64), Just(-1i64), Just(2i64)]), 0..40),
+            sorted_prefix in 0usize..40,
+        ) {
+            // Make a prefix consolidated per value, so the first collision can come late.
+            let prefix = sorted_prefix.min(updates.len());
+            let mut head = updates[..prefix].to_vec();
+            head.sort();
+            head.dedup_by(|a, b| a.0 == b.0 && a.1 == b.1);
+            head.extend_from_slice(&updates[prefix..]);
+            updates = head;
+            let expected = within_values_reference(&updates);
+            consolidate_within_values(&mut updates);
+            prop_assert_eq!(updates, expected);
+        }
+
         #[test]
         fn rows_match_reference(rows in proptest::collection::vec((0u64..6, 0u64..3, 0u64..4, -2i64..3), 0..200)) {
             type U = (u64, u64, u64, i64);
