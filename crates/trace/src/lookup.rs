@@ -146,25 +146,73 @@ pub fn start<'p, U: Update, P>(
         if last_probe < key(0) || key(key_count - 1) < first_probe {
             continue;
         }
-        let (mut p, mut k) = (0, 0);
-        while p < probe_count && k < key_count {
-            match probe(p).cmp(&key(k)) {
-                Ordering::Less => {
-                    let target = key(k);
-                    p = gallop(p, probe_count, |i| probe(i) < target);
-                }
-                Ordering::Greater => {
-                    let target = probe(p);
-                    k = gallop(k, key_count, |i| key(i) < target);
-                }
-                Ordering::Equal => {
-                    // Only the probe moves on: a repeated probe finds the same key again.
-                    hits.push((p as u32, k as u32));
-                    p += 1;
-                }
+        if key_count <= DENSE_KEYS_PER_PROBE * probe_count {
+            intersect_dense(probe_count, key_count, probe, key, hits);
+        } else {
+            intersect_galloping(probe_count, key_count, probe, key, hits);
+        }
+    }
+}
+
+/// Below this many keys per probe a batch is intersected with the probes by a linear walk.
+/// Galloping decides each step on a comparison that is a coin toss when probes and keys
+/// interleave closely; the walk advances without branching on it, so it costs a few
+/// instructions per key and probe instead of a mispredicted branch per step.
+const DENSE_KEYS_PER_PROBE: usize = 8;
+
+/// Appends to `hits` the `(probe, key)` index pairs of equal probes and keys (probes sorted,
+/// keys sorted and distinct), galloping on whichever side is behind.
+#[inline]
+fn intersect_galloping<K: Ord>(
+    probe_count: usize,
+    key_count: usize,
+    probe: impl Fn(usize) -> K,
+    key: impl Fn(usize) -> K,
+    hits: &mut Vec<(u32, u32)>,
+) {
+    let (mut p, mut k) = (0, 0);
+    while p < probe_count && k < key_count {
+        match probe(p).cmp(&key(k)) {
+            Ordering::Less => {
+                let target = key(k);
+                p = gallop(p, probe_count, |i| probe(i) < target);
+            }
+            Ordering::Greater => {
+                let target = probe(p);
+                k = gallop(k, key_count, |i| key(i) < target);
+            }
+            Ordering::Equal => {
+                // Only the probe moves on: a repeated probe finds the same key again.
+                hits.push((p as u32, k as u32));
+                p += 1;
             }
         }
     }
+}
+
+/// Like [`intersect_galloping`], walking both sorted sequences once. As in the galloping walk, on a match only the probe moves on, so a
+/// repeated probe finds the same key again.
+#[inline]
+fn intersect_dense<K: Ord>(
+    probe_count: usize,
+    key_count: usize,
+    probe: impl Fn(usize) -> K,
+    key: impl Fn(usize) -> K,
+    hits: &mut Vec<(u32, u32)>,
+) {
+    // Every probe matches at most one key: room for all of them, trimmed afterwards, lets the
+    // loop write each pair unconditionally and count only the matches.
+    let start = hits.len();
+    hits.resize(start + probe_count, (0, 0));
+    let (mut p, mut k, mut found) = (0, 0, start);
+    while p < probe_count && k < key_count {
+        let ordering = probe(p).cmp(&key(k));
+        hits[found] = (p as u32, k as u32);
+        found += (ordering == Ordering::Equal) as usize;
+        p += (ordering != Ordering::Greater) as usize;
+        k += (ordering == Ordering::Greater) as usize;
+    }
+    hits.truncate(found);
 }
 
 /// The second half of [`lookup`]: positions `cursor` at the next probe found (in probe order),
@@ -209,4 +257,36 @@ pub fn next_hit<U: Update>(
     }
     cursor.find_least_val();
     Some(least as usize)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{intersect_dense, intersect_galloping};
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Both walks find exactly the pairs of equal probes and keys, repeated probes included,
+        /// whatever the density.
+        #[test]
+        fn walks_find_every_match(
+            mut probes in proptest::collection::vec(0u32..64, 0..40),
+            keys in proptest::collection::btree_set(0u32..64, 0..40),
+        ) {
+            probes.sort();
+            let keys: Vec<u32> = keys.into_iter().collect();
+            let mut expected = Vec::new();
+            for (p, probe) in probes.iter().enumerate() {
+                if let Ok(k) = keys.binary_search(probe) {
+                    expected.push((p as u32, k as u32));
+                }
+            }
+            for walk in [intersect_dense::<u32>, intersect_galloping::<u32>] {
+                // Hits of earlier batches stay in front.
+                let mut hits = vec![(7, 7)];
+                walk(probes.len(), keys.len(), |i| probes[i], |i| keys[i], &mut hits);
+                prop_assert_eq!(hits[0], (7, 7));
+                prop_assert_eq!(&hits[1..], &expected[..]);
+            }
+        }
+    }
 }
