@@ -45,6 +45,14 @@ impl<'a, U: Update> TraceCursor<'a, U> {
     }
 
     pub(crate) fn find_least_val(&mut self) {
+        if let [only] = self.at_key[..] {
+            // One batch has the key (the common case): its value is the least, if any.
+            self.at_val.clear();
+            if self.cursors[only].val_valid() {
+                self.at_val.push(only);
+            }
+            return;
+        }
         let cursors = &self.cursors;
         let at_key = self.at_key.iter();
         collect_least(at_key.map(|&i| (i, cursors[i].get_val())), &mut self.at_val);
