@@ -41,10 +41,9 @@ pub fn extract<U: Update>(
     let mut keep = Vec::new();
     let mut time = U::Time::minimum();
 
-    // One pass over the times decides every update, so each writer
-    // can reserve for its share before anything is copied. The pass also notes, per chunk, how
-    // many updates stay and how many runs the decisions form, which decide how the chunk is
-    // copied. Decisions are kept as bits: a byte per update of the whole chain would sit beside
+    // One pass over the times decides every update, so each writer can reserve for its share
+    // before anything is copied. The pass also notes, per chunk, how many updates stay and how
+    // many runs the decisions form, which decide how the chunk is copied. Decisions are kept as bits: a byte per update of the whole chain would sit beside
     // the data at the seal's peak (8 MiB for 256 MiB of 32-byte updates).
     let mut kept_bits: Vec<u64> = Vec::with_capacity(chain.len().div_ceil(64));
     // The word being filled and the number of its bits filled so far.

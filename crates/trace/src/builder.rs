@@ -57,13 +57,9 @@ impl<U: Update> Builder<U> {
         time: &U::Time,
         diff: &U::Diff,
     ) {
-        if self.is_new_key(key) {
-            self.close_key();
-            self.keys.push(key);
-            self.vals.push(val);
-        } else if self.is_new_val(val) {
-            self.val_ends.push(self.histories.len());
-            self.vals.push(val);
+        let new_key = self.is_new_key(key);
+        if new_key || self.is_new_val(val) {
+            self.start_val(key, val, new_key);
         }
         self.histories.push(time, diff);
     }
@@ -79,18 +75,12 @@ impl<U: Update> Builder<U> {
         history: &[(U::Time, U::Diff)],
     ) {
         debug_assert!(!history.is_empty(), "a value's history holds updates");
-        if self.is_new_key(key) {
-            self.close_key();
-            self.keys.push(key);
-            self.vals.push(val);
-        } else {
-            debug_assert!(
-                self.is_new_val(val),
-                "values must arrive in order, once each"
-            );
-            self.val_ends.push(self.histories.len());
-            self.vals.push(val);
-        }
+        let new_key = self.is_new_key(key);
+        debug_assert!(
+            new_key || self.is_new_val(val),
+            "values must arrive in order, once each"
+        );
+        self.start_val(key, val, new_key);
         for (time, diff) in history {
             self.histories.push(time, diff);
         }
@@ -106,6 +96,19 @@ impl<U: Update> Builder<U> {
     }
 
     /// True when `key` differs from the last key pushed (or none was).
+    /// Starts value `val`, of a new key `key` if `new_key` (closing the previous one) or else of
+    /// the current key (closing its previous value).
+    #[inline(always)]
+    fn start_val(&mut self, key: Ref<'_, U::Key>, val: Ref<'_, U::Val>, new_key: bool) {
+        if new_key {
+            self.close_key();
+            self.keys.push(key);
+        } else {
+            self.val_ends.push(self.histories.len());
+        }
+        self.vals.push(val);
+    }
+
     #[inline(always)]
     fn is_new_key(&self, key: Ref<'_, U::Key>) -> bool {
         let keys = self.keys.borrow();

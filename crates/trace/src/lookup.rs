@@ -190,8 +190,8 @@ fn intersect_galloping<K: Ord>(
     }
 }
 
-/// Like [`intersect_galloping`], walking both sorted sequences once. As in the galloping walk, on a match only the probe moves on, so a
-/// repeated probe finds the same key again.
+/// Like [`intersect_galloping`], walking both sorted sequences once. As in the galloping walk,
+/// on a match only the probe moves on, so a repeated probe finds the same key again.
 #[inline]
 fn intersect_dense<K: Ord>(
     probe_count: usize,
