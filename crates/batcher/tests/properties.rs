@@ -120,6 +120,29 @@ proptest! {
         check_merger::<StrU>(&rows, slice, cap)?;
     }
 
+    /// String keys sharing a long prefix, some prefixes of others, some with zero bytes: what
+    /// a comparison that skips or summarizes the shared prefix would get wrong.
+    #[test]
+    fn merger_strings_with_shared_prefixes_match_model(
+        rows in proptest::collection::vec(
+            (
+                (prop_oneof![Just(""), Just("0000000000000000"), Just("shared/path/")], "[ab\\x00]{0,10}"),
+                Just(()),
+                0u64..3,
+                -1i64..2,
+            ),
+            0..300,
+        ),
+        slice in 1usize..100,
+        cap in 0usize..4,
+    ) {
+        let rows: Vec<Row<StrU>> = rows
+            .into_iter()
+            .map(|((common, tail), v, t, r)| (format!("{common}{tail}"), v, t, r))
+            .collect();
+        check_merger::<StrU>(&rows, slice, cap)?;
+    }
+
     /// Chains with long shared runs and equal triples at chunk boundaries: the passthrough and
     /// galloping paths must never leave an equal pair unconsolidated.
     #[test]
