@@ -146,7 +146,7 @@ pub fn start<'p, U: Update, P>(
         if last_probe < key(0) || key(key_count - 1) < first_probe {
             continue;
         }
-        if key_count <= DENSE_KEYS_PER_PROBE * probe_count {
+        if key_count <= DENSE_RATIO * probe_count && probe_count <= DENSE_RATIO * key_count {
             intersect_dense(probe_count, key_count, probe, key, hits);
         } else {
             intersect_galloping(probe_count, key_count, probe, key, hits);
@@ -154,11 +154,13 @@ pub fn start<'p, U: Update, P>(
     }
 }
 
-/// Below this many keys per probe a batch is intersected with the probes by a linear walk.
-/// Galloping decides each step on a comparison that is a coin toss when probes and keys
-/// interleave closely; the walk advances without branching on it, so it costs a few
-/// instructions per key and probe instead of a mispredicted branch per step.
-const DENSE_KEYS_PER_PROBE: usize = 8;
+/// A batch is intersected with the probes by a linear walk when neither outnumbers the other by
+/// more than this. Galloping decides each step on a comparison that is a coin toss when probes
+/// and keys interleave closely; the walk advances without branching on it, so it costs a few
+/// instructions per key and probe instead of a mispredicted branch per step. But the walk visits
+/// every probe and key up to the last match, so where one side is much sparser (a small batch
+/// against a long probe run, or the reverse) galloping over the denser side stays far cheaper.
+const DENSE_RATIO: usize = 8;
 
 /// Appends to `hits` the `(probe, key)` index pairs of equal probes and keys (probes sorted,
 /// keys sorted and distinct), galloping on whichever side is behind.
