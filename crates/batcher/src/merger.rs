@@ -15,14 +15,22 @@
 //! would end up in two chunks unconsolidated. Once one side is exhausted, the other side's
 //! current chunk is copied and its remaining chunks pass through.
 //!
+//! String keys (`String`, `Box<str>`) take a fast path ([`StringKeys`]): the loop compares and
+//! copies them through [`ripple_updates::strings::StringColumn`] instead of the generic column
+//! interface, whose `memcmp` and `memcpy` calls mispredicted on key lengths about once per
+//! update.
+//!
 //! Each input chunk is recycled into the stash as soon as it is consumed, so the merge holds
 //! about one chunk more than its inputs at any moment.
 
 use crate::chain::Chain;
 use crate::chunk::{Chunk, ChunkWriter, Stash};
 use columnar::Columnar;
-use ripple_updates::{Semigroup, Update, UpdatesView};
+use columnar::{Index, Push as _};
+use ripple_updates::strings::{strings_mut, StringColumn};
+use ripple_updates::{Semigroup, Update, Updates, UpdatesView};
 use std::cmp::Ordering;
+use std::hint::select_unpredictable as select;
 
 /// How many consecutive updates from one side before the merge gallops.
 const GALLOP_AFTER: isize = 8;
@@ -116,7 +124,27 @@ pub fn merge<U: Update>(
         }
 
         writer.prepare(stash);
-        let full = merge_chunks(view_a, &mut a.position, view_b, &mut b.position, writer);
+        let full = match (
+            StringColumn::of::<U::Key>(view_a.keys),
+            StringColumn::of::<U::Key>(view_b.keys),
+        ) {
+            (Some(keys_a), Some(keys_b)) => merge_chunks(
+                view_a,
+                &mut a.position,
+                view_b,
+                &mut b.position,
+                writer,
+                StringKeys(keys_a, keys_b),
+            ),
+            _ => merge_chunks(
+                view_a,
+                &mut a.position,
+                view_b,
+                &mut b.position,
+                writer,
+                AnyKeys,
+            ),
+        };
         if full {
             writer.flush(&mut output, stash);
         }
@@ -146,7 +174,7 @@ pub fn merge<U: Update>(
             }
         }
         writer.flush(&mut output, stash);
-        output.extend(side.rest.by_ref());
+        Extend::extend(&mut output, side.rest.by_ref());
     }
 
     Chain::from_chunks(output)
@@ -168,25 +196,26 @@ fn merge_chunks<'a, U: Update>(
     b: UpdatesView<'a, U>,
     position_b: &mut usize,
     writer: &mut ChunkWriter<U>,
+    keys: impl Keys<'a, U>,
 ) -> bool {
     let (mut i, mut j) = (*position_a, *position_b);
     let (len_a, len_b) = (a.len(), b.len());
     // Consecutive updates taken from the same side: positive for `a`, negative for `b`.
     let mut streak: isize = 0;
     let full = loop {
-        let ordering = a.cmp_at(i, &b, j);
+        let ordering = keys.cmp_at(a, i, b, j);
         if ordering == Ordering::Equal {
             streak = 0;
             let mut diff = U::Diff::into_owned(a.diff(i));
             diff.plus_equals_ref(b.diff(j));
             if !diff.is_zero() {
-                writer.updates().push_from_with_diff(a, i, &diff);
+                keys.push_from_with_diff(writer.updates(), a, i, &diff);
             }
             i += 1;
             j += 1;
         } else {
             let take_a = ordering == Ordering::Less;
-            writer.updates().push_either(a, i, b, j, take_a);
+            keys.push_either(writer.updates(), a, i, b, j, take_a);
             i += take_a as usize;
             j += !take_a as usize;
             // Branch-free streak: extend it in the direction taken, restart on a switch.
@@ -227,6 +256,117 @@ fn merge_chunks<'a, U: Update>(
     *position_a = i;
     *position_b = j;
     full
+}
+
+/// How the merge loop compares two updates and appends the one it takes: through the columns'
+/// generic interface ([`AnyKeys`]), or with string keys read directly ([`StringKeys`]).
+trait Keys<'a, U: Update>: Copy {
+    /// Compares `(key, val, time)` of update `i` of `a` with update `j` of `b`.
+    fn cmp_at(self, a: UpdatesView<'a, U>, i: usize, b: UpdatesView<'a, U>, j: usize) -> Ordering;
+    /// Appends update `i` of `a` if `take_a`, else update `j` of `b`.
+    fn push_either(
+        self,
+        into: &mut Updates<U>,
+        a: UpdatesView<'a, U>,
+        i: usize,
+        b: UpdatesView<'a, U>,
+        j: usize,
+        take_a: bool,
+    );
+    /// Appends the key, value and time of update `i` of `a`, with diff `diff`.
+    fn push_from_with_diff(
+        self,
+        into: &mut Updates<U>,
+        a: UpdatesView<'a, U>,
+        i: usize,
+        diff: &U::Diff,
+    );
+}
+
+/// Keys of any type, through `columnar`'s interface.
+#[derive(Clone, Copy)]
+struct AnyKeys;
+
+impl<'a, U: Update> Keys<'a, U> for AnyKeys {
+    #[inline(always)]
+    fn cmp_at(self, a: UpdatesView<'a, U>, i: usize, b: UpdatesView<'a, U>, j: usize) -> Ordering {
+        a.cmp_at(i, &b, j)
+    }
+    #[inline(always)]
+    fn push_either(
+        self,
+        into: &mut Updates<U>,
+        a: UpdatesView<'a, U>,
+        i: usize,
+        b: UpdatesView<'a, U>,
+        j: usize,
+        take_a: bool,
+    ) {
+        into.push_either(a, i, b, j, take_a);
+    }
+    #[inline(always)]
+    fn push_from_with_diff(
+        self,
+        into: &mut Updates<U>,
+        a: UpdatesView<'a, U>,
+        i: usize,
+        diff: &U::Diff,
+    ) {
+        into.push_from_with_diff(a, i, diff);
+    }
+}
+
+/// String keys of the two sides, compared and copied without `memcmp` and `memcpy` calls
+/// (see [`ripple_updates::strings`]).
+#[derive(Clone, Copy)]
+struct StringKeys<'a>(StringColumn<'a>, StringColumn<'a>);
+
+impl<'a, U: Update> Keys<'a, U> for StringKeys<'a> {
+    #[inline(always)]
+    fn cmp_at(self, a: UpdatesView<'a, U>, i: usize, b: UpdatesView<'a, U>, j: usize) -> Ordering {
+        match self.0.cmp_at(i, &self.1, j) {
+            Ordering::Equal => match a.val(i).cmp(&b.val(j)) {
+                Ordering::Equal => a.time(i).cmp(&b.time(j)),
+                ordering => ordering,
+            },
+            ordering => ordering,
+        }
+    }
+    #[inline(always)]
+    fn push_either(
+        self,
+        into: &mut Updates<U>,
+        a: UpdatesView<'a, U>,
+        i: usize,
+        b: UpdatesView<'a, U>,
+        j: usize,
+        take_a: bool,
+    ) {
+        let keys = strings_mut(&mut into.keys).expect("string keys are a string column");
+        // Select the column and index, not the call: a branch here mispredicts on interleaved
+        // keys.
+        let (column, index) = select(take_a, (self.0, i), (self.1, j));
+        column.push_to(index, keys);
+        into.vals.push(select(take_a, a.vals.get(i), b.vals.get(j)));
+        into.times
+            .push(select(take_a, a.times.get(i), b.times.get(j)));
+        into.diffs
+            .push(select(take_a, a.diffs.get(i), b.diffs.get(j)));
+    }
+    #[inline(always)]
+    fn push_from_with_diff(
+        self,
+        into: &mut Updates<U>,
+        a: UpdatesView<'a, U>,
+        i: usize,
+        diff: &U::Diff,
+    ) {
+        let keys = strings_mut(&mut into.keys).expect("string keys are a string column");
+        self.0.push_to(i, keys);
+        into.vals.push(a.vals.get(i));
+        into.times.push(a.times.get(i));
+        into.diffs.push(diff);
+    }
 }
 
 #[cfg(test)]

@@ -126,7 +126,9 @@ impl<U: Update> Updates<U> {
 
     /// Appends update `i` of `a` if `take_a`, else update `j` of `b`. Both indices must be in
     /// bounds. Each column reads both candidates and selects, so the merge's unpredictable
-    /// choice between its inputs can compile to conditional moves instead of a branch.
+    /// choice between its inputs compiles to conditional moves instead of a branch
+    /// (`select_unpredictable` asks for that; a plain `if` on a two-word `Ref` such as a
+    /// string's became a branch).
     #[inline(always)]
     pub fn push_either<'a>(
         &mut self,
@@ -136,14 +138,13 @@ impl<U: Update> Updates<U> {
         j: usize,
         take_a: bool,
     ) {
-        let (key_a, key_b) = (a.keys.get(i), b.keys.get(j));
-        self.keys.push(if take_a { key_a } else { key_b });
-        let (val_a, val_b) = (a.vals.get(i), b.vals.get(j));
-        self.vals.push(if take_a { val_a } else { val_b });
-        let (time_a, time_b) = (a.times.get(i), b.times.get(j));
-        self.times.push(if take_a { time_a } else { time_b });
-        let (diff_a, diff_b) = (a.diffs.get(i), b.diffs.get(j));
-        self.diffs.push(if take_a { diff_a } else { diff_b });
+        use std::hint::select_unpredictable as select;
+        self.keys.push(select(take_a, a.keys.get(i), b.keys.get(j)));
+        self.vals.push(select(take_a, a.vals.get(i), b.vals.get(j)));
+        self.times
+            .push(select(take_a, a.times.get(i), b.times.get(j)));
+        self.diffs
+            .push(select(take_a, a.diffs.get(i), b.diffs.get(j)));
     }
 
     /// Appends owned rows, one pass per column.
