@@ -185,13 +185,11 @@ impl<U: Update> Chunker<U> {
         while survivor < kept {
             self.writer.prepare(stash);
             let end = kept.min(survivor + self.writer.room());
-            let output = self.writer.updates();
-            for (&index, diff) in self.order[survivor..end]
-                .iter()
-                .zip(&self.sums[survivor..end])
-            {
-                output.push_from_with_diff(view, index as usize, diff);
-            }
+            self.writer.updates().extend_gather_with_diffs(
+                view,
+                &self.order[survivor..end],
+                &self.sums[survivor..end],
+            );
             survivor = end;
             if self.writer.is_full() {
                 self.writer.flush(&mut chunks, stash);
@@ -204,10 +202,7 @@ impl<U: Update> Chunker<U> {
 
     /// Appends the survivors of the last consolidation, in order, to `output`.
     fn write_survivors(&self, output: &mut Updates<U>) {
-        let view = self.pending.view();
-        for (&index, diff) in self.order.iter().zip(&self.sums) {
-            output.push_from_with_diff(view, index as usize, diff);
-        }
+        output.extend_gather_with_diffs(self.pending.view(), &self.order, &self.sums);
     }
 
     fn emit(&mut self, chunks: Vec<Chunk<U>>) {

@@ -7,6 +7,7 @@
 //! Invariants: all four columns have the same length. Nothing here requires the updates to be
 //! sorted; chunks and batches, which do, check it with [`UpdatesView::check_sorted_consolidated`].
 
+use crate::strings::{strings_mut, StringColumn};
 use crate::update::{Row, Update};
 use columnar::{
     AsBytes, Borrow, BorrowedOf, Columnar, Container, ContainerOf, Index, Len, Push, Ref,
@@ -179,15 +180,47 @@ impl<U: Update> Updates<U> {
     /// each column is a single gather loop, with no per-run call and no branch on the data.
     #[inline]
     pub fn extend_gather(&mut self, view: UpdatesView<'_, U>, indices: &[u32]) {
+        self.gather_keys_vals_times(view, indices);
+        self.diffs
+            .extend(indices.iter().map(|i| view.diffs.get(*i as usize)));
+    }
+
+    /// Appends the keys, values and times of `view` at `indices` with the diffs `diffs` (one
+    /// per index), one pass per column: how sorted survivors of a consolidation are written.
+    #[inline]
+    pub fn extend_gather_with_diffs(
+        &mut self,
+        view: UpdatesView<'_, U>,
+        indices: &[u32],
+        diffs: &[U::Diff],
+    ) {
+        assert_eq!(indices.len(), diffs.len(), "one diff per index");
+        self.gather_keys_vals_times(view, indices);
+        self.diffs.extend(diffs.iter());
+    }
+
+    /// The key, value and time columns of [`Updates::extend_gather`]. String keys are copied
+    /// by [`StringColumn::push_to`], which does not branch on their lengths.
+    #[inline(always)]
+    fn gather_keys_vals_times(&mut self, view: UpdatesView<'_, U>, indices: &[u32]) {
         let at = |i: &u32| *i as usize;
-        self.keys
-            .extend(indices.iter().map(|i| view.keys.get(at(i))));
+        match (
+            StringColumn::of::<U::Key>(view.keys),
+            strings_mut(&mut self.keys),
+        ) {
+            (Some(keys), Some(into)) => {
+                for index in indices {
+                    keys.push_to(at(index), into);
+                }
+            }
+            _ => self
+                .keys
+                .extend(indices.iter().map(|i| view.keys.get(at(i)))),
+        }
         self.vals
             .extend(indices.iter().map(|i| view.vals.get(at(i))));
         self.times
             .extend(indices.iter().map(|i| view.times.get(at(i))));
-        self.diffs
-            .extend(indices.iter().map(|i| view.diffs.get(at(i))));
     }
 
     /// Reserves room for `copies` more copies of the current contents, slice by slice.
@@ -322,9 +355,18 @@ impl<'a, U: Update> UpdatesView<'a, U> {
     }
 
     /// Compares `(key, val, time)` of update `index` with that of update `other_index` of `other`.
+    ///
+    /// String keys compare through [`StringColumn::cmp_at`], without a `memcmp` call.
     #[inline(always)]
     pub fn cmp_at(&self, index: usize, other: &Self, other_index: usize) -> Ordering {
-        match self.key(index).cmp(&other.key(other_index)) {
+        let keys = match (
+            StringColumn::of::<U::Key>(self.keys),
+            StringColumn::of::<U::Key>(other.keys),
+        ) {
+            (Some(keys), Some(other_keys)) => keys.cmp_at(index, &other_keys, other_index),
+            _ => self.key(index).cmp(&other.key(other_index)),
+        };
+        match keys {
             Ordering::Equal => match self.val(index).cmp(&other.val(other_index)) {
                 Ordering::Equal => self.time(index).cmp(&other.time(other_index)),
                 ordering => ordering,

@@ -75,10 +75,7 @@ pub fn consolidate_columns<U: Update>(
     output: &mut Updates<U>,
 ) {
     consolidate_order(updates, order, sums);
-    let view = updates.view();
-    for (&index, diff) in order.iter().zip(sums.iter()) {
-        output.push_from_with_diff(view, index as usize, diff);
-    }
+    output.extend_gather_with_diffs(updates.view(), order, sums);
 }
 
 /// The consolidation of `updates` as indices into it: on return `order[i]` is the first update
