@@ -26,6 +26,7 @@
 use crate::chain::Chain;
 use crate::chunk::{Chunk, ChunkWriter, Stash};
 use columnar::Columnar;
+use columnar::Len;
 use columnar::{Index, Push as _};
 use ripple_updates::strings::{strings_mut, StringColumn};
 use ripple_updates::{Semigroup, Update, Updates, UpdatesView};
@@ -200,6 +201,17 @@ fn merge_chunks<'a, U: Update>(
 ) -> bool {
     let (mut i, mut j) = (*position_a, *position_b);
     let (len_a, len_b) = (a.len(), b.len());
+    // Every column as long as the diffs, and both positions inside: with these known, the
+    // compiler drops the per-column bounds checks in the loop.
+    assert!(i < len_a && j < len_b, "merge_chunks past a chunk's end");
+    assert!(
+        a.keys.len() == len_a && a.vals.len() == len_a && a.times.len() == len_a,
+        "columns of one length"
+    );
+    assert!(
+        b.keys.len() == len_b && b.vals.len() == len_b && b.times.len() == len_b,
+        "columns of one length"
+    );
     // Consecutive updates taken from the same side: positive for `a`, negative for `b`.
     let mut streak: isize = 0;
     let full = loop {
