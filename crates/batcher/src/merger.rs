@@ -15,7 +15,7 @@
 //! would end up in two chunks unconsolidated. Once one side is exhausted, the other side's
 //! current chunk is copied and its remaining chunks pass through.
 //!
-//! String keys (`String`, `Box<str>`) take a fast path ([`StringKeys`]): the loop compares and
+//! String keys (`String`, `Box<str>`) take a fast path (`StringKeys`): the loop compares and
 //! copies them through [`ripple_updates::strings::StringColumn`] instead of the generic column
 //! interface, whose `memcmp` and `memcpy` calls mispredicted on key lengths about once per
 //! update.
