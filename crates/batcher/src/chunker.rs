@@ -10,13 +10,24 @@
 //! The pending limit follows the data the batcher holds ([`Chunker::adapt_to`]): an eighth of
 //! it, at least `CHUNK_BYTES_MIN` and at most one full chunk (`chunk_bytes_max`). Pending input
 //! and its sorted copy are the chunker's transient memory, so a limit proportional to the data
-//! keeps it a small fraction at every size, and big inputs still sort in big pieces.
+//! keeps it a small fraction at every size, and big inputs still sort in big pieces. For plain
+//! data the pending rows' buffer grows by doubling up to the limit (it holds at most twice what
+//! is pending) and, beyond 64 KiB, is sorted descending and cut into chunks from its end, each
+//! shrink giving memory back: the pending updates are then held about once, not as rows and
+//! chunks side by side, and no full-size buffer waits beside the chains between forms.
 
 use crate::chain::Chain;
 use crate::chunk::{Chunk, ChunkWriter, Stash, CHUNK_BYTES_MIN};
-use ripple_updates::consolidate::{consolidate_order, consolidate_rows, rows_are_plain};
+use ripple_updates::consolidate::{
+    consolidate_order, consolidate_rows, consolidate_rows_descending, rows_are_plain,
+};
 use ripple_updates::update::Row;
 use ripple_updates::{Update, Updates, UpdatesView};
+
+/// The size up to which the pending rows' buffer is kept between forms (and reserved whole):
+/// small enough to be a negligible share of any batcher it would be kept in, large enough that
+/// small batchers do not reallocate it on every form.
+const ROWS_SMALL_BYTES: usize = 64 << 10;
 
 /// Sorts and consolidates input into chains of chunks.
 pub struct Chunker<U: Update> {
@@ -27,6 +38,9 @@ pub struct Chunker<U: Update> {
     rows: Vec<Row<U>>,
     /// How many rows make `pending_max` bytes.
     rows_max: usize,
+    /// How many rows make [`ROWS_SMALL_BYTES`]: a buffer this small is kept between forms and
+    /// reserved whole; beyond it the buffer grows by doubling and is given back as it is formed.
+    rows_small: usize,
     /// Pending input, for other updates.
     pending: Updates<U>,
     /// Scratch for the column path: the sorted survivors, as indices into `pending`.
@@ -46,6 +60,7 @@ impl<U: Update> Chunker<U> {
             pending_max: chunk_bytes_max,
             rows: Vec::new(),
             rows_max: 1,
+            rows_small: 1,
             pending: Updates::default(),
             order: Vec::new(),
             sums: Vec::new(),
@@ -64,14 +79,21 @@ impl<U: Update> Chunker<U> {
             .max(1);
         let row_bytes = std::mem::size_of::<Row<U>>().max(1);
         self.rows_max = (self.pending_max / row_bytes).max(1);
+        self.rows_small = (ROWS_SMALL_BYTES / row_bytes).clamp(1, self.rows_max);
     }
 
     /// Accepts a container of updates, in any order.
     pub fn push(&mut self, input: UpdatesView<'_, U>, stash: &mut Stash<U>) {
         if rows_are_plain::<U>() {
-            if self.rows.capacity() < self.rows_max {
-                // The pending limit is the buffer's size: reserve it once rather than doubling.
-                self.rows.reserve_exact(self.rows_max - self.rows.len());
+            let wanted = (self.rows.len() + input.len()).min(self.rows_max);
+            if self.rows.capacity() < wanted {
+                // Grow by doubling from a small buffer, up to the pending limit: the buffer
+                // holds at most twice what is pending, not a whole limit's worth while little is.
+                let grown = (2 * self.rows.capacity())
+                    .max(wanted)
+                    .max(self.rows_small)
+                    .min(self.rows_max);
+                self.rows.reserve_exact(grown - self.rows.len());
             }
             let mut index = 0;
             while index < input.len() {
@@ -131,9 +153,22 @@ impl<U: Update> Chunker<U> {
         self.rows.len() + self.pending.len()
     }
 
+    /// Sorts and consolidates the pending rows and, unless too few survive, writes them into
+    /// one chain.
+    ///
+    /// A buffer beyond [`ROWS_SMALL_BYTES`] is sorted in descending order and its chunks are
+    /// cut from its end, which gives their memory back as they are written: so forming holds
+    /// the pending updates about once, not twice (the rows and their chunks), and the buffer is
+    /// gone afterwards instead of sitting at full capacity beside the chains until the next
+    /// form. A small buffer is sorted ascending, written from the front and kept.
     fn form_rows(&mut self, finishing: bool, stash: &mut Stash<U>) {
         let before = self.rows.len();
-        consolidate_rows::<U>(&mut self.rows);
+        let from_back = self.rows.capacity() > self.rows_small;
+        if from_back {
+            consolidate_rows_descending::<U>(&mut self.rows);
+        } else {
+            consolidate_rows::<U>(&mut self.rows);
+        }
         if self.rows.is_empty() || (!finishing && self.rows.len() < before / 2) {
             return;
         }
@@ -142,20 +177,37 @@ impl<U: Update> Chunker<U> {
             self.rows.len() * std::mem::size_of::<Row<U>>(),
             self.rows.len(),
         );
-        let mut index = 0;
-        while index < self.rows.len() {
-            self.writer.prepare(stash);
-            let end = self.rows.len().min(index + self.writer.room());
-            self.writer
-                .updates()
-                .extend_from_rows(&self.rows[index..end]);
-            index = end;
-            if self.writer.is_full() {
-                self.writer.flush(&mut chunks, stash);
+        if from_back {
+            while !self.rows.is_empty() {
+                self.writer.prepare(stash);
+                let start = self.rows.len() - self.rows.len().min(self.writer.room());
+                self.writer
+                    .updates()
+                    .extend_from_rows_reversed(&self.rows[start..]);
+                self.rows.truncate(start);
+                if self.writer.is_full() {
+                    self.writer.flush(&mut chunks, stash);
+                    // A shrinking reallocation stays in place: nothing is copied.
+                    self.rows.shrink_to_fit();
+                }
             }
+            self.rows = Vec::new();
+        } else {
+            let mut index = 0;
+            while index < self.rows.len() {
+                self.writer.prepare(stash);
+                let end = self.rows.len().min(index + self.writer.room());
+                self.writer
+                    .updates()
+                    .extend_from_rows(&self.rows[index..end]);
+                index = end;
+                if self.writer.is_full() {
+                    self.writer.flush(&mut chunks, stash);
+                }
+            }
+            self.rows.clear();
         }
         self.writer.flush(&mut chunks, stash);
-        self.rows.clear();
         self.emit(chunks);
     }
 

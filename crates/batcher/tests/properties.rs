@@ -242,6 +242,64 @@ fn all_cancelling_input_leaves_nothing() {
     }
 }
 
+/// Rows from a fixed-seed generator: keys in `0..keys`, some repeated and some cancelled.
+fn generated_rows(count: u64, keys: u64) -> Vec<Row<IntU>> {
+    let mut state = 0x9E37_79B9_7F4A_7C15u64;
+    let mut next = move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    (0..count)
+        .map(|_| {
+            let word = next();
+            let diff = if word % 7 == 0 { -1 } else { 1 };
+            ((word >> 8) % keys, (word >> 40) % 3, (word >> 50) % 5, diff)
+        })
+        .collect()
+}
+
+/// A chunker whose pending limit is far beyond its small-buffer size sorts its rows descending
+/// and cuts chunks from the back of the buffer, giving it back as it goes: its chains still
+/// hold exactly the model, and each is a valid chain.
+#[test]
+fn large_pending_buffers_match_model() {
+    let rows = generated_rows(60_000, 20_000);
+    let mut stash = Stash::new(2);
+    let mut chunker = Chunker::<IntU>::new(BatcherConfig::CHUNK_BYTES_DEFAULT);
+    // As for a batcher holding 4 MiB: a pending limit of 512 KiB, 16,384 rows.
+    chunker.adapt_to(4 << 20);
+    let mut chains = Vec::new();
+    for part in rows.chunks(997) {
+        chunker.push(Updates::<IntU>::from_rows(part.iter()).view(), &mut stash);
+        chains.extend(std::iter::from_fn(|| chunker.pop_ready()));
+    }
+    chunker.finish(&mut stash);
+    chains.extend(std::iter::from_fn(|| chunker.pop_ready()));
+    assert!(chains.len() >= 3, "several forms: {} chains", chains.len());
+    let mut all = Vec::new();
+    for chain in &chains {
+        chain.check_invariants();
+        all.extend(chain.to_rows());
+    }
+    assert_eq!(model::<IntU>(&all), model::<IntU>(&rows));
+
+    // The same through a batcher, whose pending limit follows what it holds.
+    let mut batcher = MergeBatcher::<IntU>::new(BatcherConfig::default());
+    let rows = generated_rows(200_000, 50_000);
+    for part in rows.chunks(4099) {
+        batcher.push_updates(&Updates::from_rows(part.iter()));
+    }
+    let sealed = batcher.seal(Antichain::from_elem(3).borrow());
+    sealed.check_invariants();
+    let kept = batcher.seal(Antichain::new().borrow());
+    let mut all = sealed.to_rows();
+    all.extend(kept.to_rows());
+    assert_eq!(model::<IntU>(&all), model::<IntU>(&rows));
+    assert!(sealed.to_rows().iter().all(|(_, _, t, _)| *t < 3));
+}
+
 #[test]
 fn one_update_per_chunk_at_capacity_one() {
     let rows: Vec<Row<IntU>> = (0..50u64).rev().map(|k| (k, 0, 0, 1)).collect();

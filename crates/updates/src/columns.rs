@@ -157,6 +157,15 @@ impl<U: Update> Updates<U> {
         self.diffs.extend(rows.iter().map(|row| &row.3));
     }
 
+    /// Appends owned rows in reverse order, one pass per column.
+    #[inline]
+    pub fn extend_from_rows_reversed(&mut self, rows: &[Row<U>]) {
+        self.keys.extend(rows.iter().rev().map(|row| &row.0));
+        self.vals.extend(rows.iter().rev().map(|row| &row.1));
+        self.times.extend(rows.iter().rev().map(|row| &row.2));
+        self.diffs.extend(rows.iter().rev().map(|row| &row.3));
+    }
+
     /// Appends `view[range]`, one bulk copy per leaf column.
     #[inline]
     pub fn extend_from(&mut self, view: UpdatesView<'_, U>, range: Range<usize>) {

@@ -34,7 +34,14 @@ pub fn consolidate_rows<U: Update>(rows: &mut Vec<Row<U>>) {
     consolidate_sorted_rows::<U>(rows);
 }
 
-/// Like [`consolidate_rows`], for rows already sorted by `(key, val, time)`.
+/// Like [`consolidate_rows`], in descending `(key, val, time)` order.
+pub fn consolidate_rows_descending<U: Update>(rows: &mut Vec<Row<U>>) {
+    rows.sort_unstable_by(|a, b| (&b.0, &b.1, &b.2).cmp(&(&a.0, &a.1, &a.2)));
+    consolidate_sorted_rows::<U>(rows);
+}
+
+/// Like [`consolidate_rows`], for rows already sorted by `(key, val, time)`, ascending or
+/// descending: it only needs equal triples next to each other.
 pub fn consolidate_sorted_rows<U: Update>(rows: &mut Vec<Row<U>>) {
     let len = rows.len();
     if len == 0 {
