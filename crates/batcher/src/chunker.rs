@@ -12,9 +12,10 @@
 //! and its sorted copy are the chunker's transient memory, so a limit proportional to the data
 //! keeps it a small fraction at every size, and big inputs still sort in big pieces. For plain
 //! data the pending rows' buffer grows by doubling up to the limit (it holds at most twice what
-//! is pending) and, beyond 64 KiB, is sorted descending and cut into chunks from its end, each
-//! shrink giving memory back: the pending updates are then held about once, not as rows and
-//! chunks side by side, and no full-size buffer waits beside the chains between forms.
+//! is pending) and, beyond 64 KiB and while the limit is more than a sixteenth of the data held,
+//! is sorted descending and cut into chunks from its end, each shrink giving memory back: the
+//! pending updates are then held about once, not as rows and chunks side by side, and no
+//! full-size buffer waits beside the chains between forms.
 
 use crate::chain::Chain;
 use crate::chunk::{Chunk, ChunkWriter, Stash, CHUNK_BYTES_MIN};
@@ -38,9 +39,12 @@ pub struct Chunker<U: Update> {
     rows: Vec<Row<U>>,
     /// How many rows make `pending_max` bytes.
     rows_max: usize,
-    /// How many rows make [`ROWS_SMALL_BYTES`]: a buffer this small is kept between forms and
-    /// reserved whole; beyond it the buffer grows by doubling and is given back as it is formed.
+    /// How many rows make [`ROWS_SMALL_BYTES`]: a buffer this small is kept between forms.
     rows_small: usize,
+    /// True when the pending limit is a sizeable share of the data held (it is not capped by
+    /// `chunk_bytes_max`), so that holding the pending rows twice would show in the batcher's
+    /// memory: a buffer beyond `rows_small` is then given back as it is formed.
+    give_back: bool,
     /// Pending input, for other updates.
     pending: Updates<U>,
     /// Scratch for the column path: the sorted survivors, as indices into `pending`.
@@ -61,6 +65,7 @@ impl<U: Update> Chunker<U> {
             rows: Vec::new(),
             rows_max: 1,
             rows_small: 1,
+            give_back: false,
             pending: Updates::default(),
             order: Vec::new(),
             sums: Vec::new(),
@@ -80,6 +85,10 @@ impl<U: Update> Chunker<U> {
         let row_bytes = std::mem::size_of::<Row<U>>().max(1);
         self.rows_max = (self.pending_max / row_bytes).max(1);
         self.rows_small = (ROWS_SMALL_BYTES / row_bytes).clamp(1, self.rows_max);
+        // Below a sixteenth of the data, holding the pending rows twice costs little memory,
+        // and giving them back costs time: a fresh buffer to fault in and a reversing sort at
+        // each form.
+        self.give_back = self.pending_max * 16 > held_bytes;
     }
 
     /// Accepts a container of updates, in any order.
@@ -156,14 +165,15 @@ impl<U: Update> Chunker<U> {
     /// Sorts and consolidates the pending rows and, unless too few survive, writes them into
     /// one chain.
     ///
-    /// A buffer beyond [`ROWS_SMALL_BYTES`] is sorted in descending order and its chunks are
-    /// cut from its end, which gives their memory back as they are written: so forming holds
-    /// the pending updates about once, not twice (the rows and their chunks), and the buffer is
-    /// gone afterwards instead of sitting at full capacity beside the chains until the next
-    /// form. A small buffer is sorted ascending, written from the front and kept.
+    /// A buffer beyond [`ROWS_SMALL_BYTES`], while the pending limit is a sizeable share of the
+    /// data (`give_back`), is sorted in descending order and its chunks are cut from its end,
+    /// which gives their memory back as they are written: so forming holds the pending updates
+    /// about once, not twice (the rows and their chunks), and the buffer is gone afterwards
+    /// instead of sitting at full capacity beside the chains until the next form. Otherwise the
+    /// buffer is sorted ascending, written from the front and kept.
     fn form_rows(&mut self, finishing: bool, stash: &mut Stash<U>) {
         let before = self.rows.len();
-        let from_back = self.rows.capacity() > self.rows_small;
+        let from_back = self.give_back && self.rows.capacity() > self.rows_small;
         if from_back {
             consolidate_rows_descending::<U>(&mut self.rows);
         } else {
