@@ -27,7 +27,6 @@ use crate::chain::Chain;
 use crate::chunk::{Chunk, ChunkWriter, Stash};
 use columnar::Columnar;
 use columnar::Len;
-use columnar::{Index, Push as _};
 use ripple_updates::strings::{strings_mut, StringColumn};
 use ripple_updates::{Semigroup, Update, Updates, UpdatesView};
 use std::cmp::Ordering;
@@ -359,11 +358,7 @@ impl<'a, U: Update> Keys<'a, U> for StringKeys<'a> {
         // keys.
         let (column, index) = select(take_a, (self.0, i), (self.1, j));
         column.push_to(index, keys);
-        into.vals.push(select(take_a, a.vals.get(i), b.vals.get(j)));
-        into.times
-            .push(select(take_a, a.times.get(i), b.times.get(j)));
-        into.diffs
-            .push(select(take_a, a.diffs.get(i), b.diffs.get(j)));
+        into.push_either_after_key(a, i, b, j, take_a);
     }
     #[inline(always)]
     fn push_from_with_diff(
@@ -375,9 +370,7 @@ impl<'a, U: Update> Keys<'a, U> for StringKeys<'a> {
     ) {
         let keys = strings_mut(&mut into.keys).expect("string keys are a string column");
         self.0.push_to(i, keys);
-        into.vals.push(a.vals.get(i));
-        into.times.push(a.times.get(i));
-        into.diffs.push(diff);
+        into.push_from_with_diff_after_key(a, i, diff);
     }
 }
 

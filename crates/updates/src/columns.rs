@@ -120,6 +120,18 @@ impl<U: Update> Updates<U> {
     #[inline(always)]
     pub fn push_from_with_diff(&mut self, view: UpdatesView<'_, U>, index: usize, diff: &U::Diff) {
         self.keys.push(view.keys.get(index));
+        self.push_from_with_diff_after_key(view, index, diff);
+    }
+
+    /// The value, time and diff of [`Updates::push_from_with_diff`], for callers that append
+    /// the key themselves.
+    #[inline(always)]
+    pub fn push_from_with_diff_after_key(
+        &mut self,
+        view: UpdatesView<'_, U>,
+        index: usize,
+        diff: &U::Diff,
+    ) {
         self.vals.push(view.vals.get(index));
         self.times.push(view.times.get(index));
         self.diffs.push(diff);
@@ -141,6 +153,21 @@ impl<U: Update> Updates<U> {
     ) {
         use std::hint::select_unpredictable as select;
         self.keys.push(select(take_a, a.keys.get(i), b.keys.get(j)));
+        self.push_either_after_key(a, i, b, j, take_a);
+    }
+
+    /// The value, time and diff of [`Updates::push_either`], for callers that append the key
+    /// themselves.
+    #[inline(always)]
+    pub fn push_either_after_key<'a>(
+        &mut self,
+        a: UpdatesView<'a, U>,
+        i: usize,
+        b: UpdatesView<'a, U>,
+        j: usize,
+        take_a: bool,
+    ) {
+        use std::hint::select_unpredictable as select;
         self.vals.push(select(take_a, a.vals.get(i), b.vals.get(j)));
         self.times
             .push(select(take_a, a.times.get(i), b.times.get(j)));
