@@ -3,39 +3,28 @@
 //! the same operators in both; an operator that waits a step for a frontier it could have
 //! learned from the batches it received adds a step to every round.
 
+mod common;
+
 use differential_dataflow::input::Input;
-use differential_dataflow::operators::*;
 use ripple_dataflow::InputSession;
 use timely::dataflow::operators::Probe;
 use timely::dataflow::ProbeHandle;
 
 /// A path 0 -> 1 -> ... -> 29: a shortcut edge from 0 changes the depth of most nodes, one
 /// iteration round per node.
-fn path() -> Vec<(u32, u32)> {
+fn path() -> Vec<(u64, u64)> {
     (0..29).map(|node| (node, node + 1)).collect()
 }
 
-/// Worker steps to complete the update that adds edge 0 -> 10, for ripple's bfs.
+/// Worker steps to complete the update that adds edge 0 -> 10, for ripple's bfs (the program
+/// the differential tests share).
 fn ripple_steps() -> usize {
     timely::execute_directly(|worker| {
-        let mut edges = InputSession::<u64, (u32, u32)>::new();
-        let mut roots = InputSession::<u64, u32>::new();
+        let mut edges = InputSession::<u64, (u64, u64)>::new();
+        let mut roots = InputSession::<u64, u64>::new();
         let probe = worker.dataflow::<u64, _, _>(|scope| {
-            let edges = edges.to_collection(scope);
-            let start = roots.to_collection(scope).map(|root| (root, 0u32));
-            start
-                .clone()
-                .iterate(|scope, depths| {
-                    let edges = edges.enter(scope);
-                    let start = start.enter(scope);
-                    depths
-                        .join_map(edges, |_src, depth, dst| (*dst, depth + 1))
-                        .concat(start)
-                        .min()
-                })
-                .inner
-                .probe()
-                .0
+            let (edges, roots) = (edges.to_collection(scope), roots.to_collection(scope));
+            common::bfs::ripple(edges, roots).inner.probe().0
         });
         roots.insert(0);
         roots.close();
@@ -59,22 +48,9 @@ fn ripple_steps() -> usize {
 fn differential_steps() -> usize {
     timely::execute_directly(|worker| {
         let (mut edges, mut roots, probe) = worker.dataflow::<u64, _, _>(|scope| {
-            let (edge_input, edges) = scope.new_collection::<(u32, u32), i64>();
-            let (root_input, roots) = scope.new_collection::<u32, i64>();
-            let start = roots.map(|root| (root, 0u32));
-            let probe: ProbeHandle<u64> = start
-                .clone()
-                .iterate(|scope, depths| {
-                    let edges = edges.enter(scope);
-                    let start = start.enter(scope);
-                    depths
-                        .join_map(edges, |_src, depth, dst| (*dst, depth + 1))
-                        .concat(start)
-                        .reduce(|_node, input, output| output.push((*input[0].0, 1i64)))
-                })
-                .inner
-                .probe()
-                .0;
+            let (edge_input, edges) = scope.new_collection::<(u64, u64), i64>();
+            let (root_input, roots) = scope.new_collection::<u64, i64>();
+            let probe: ProbeHandle<u64> = common::bfs::dd(edges, roots).inner.probe().0;
             (edge_input, root_input, probe)
         });
         roots.update(0, 1);
