@@ -242,19 +242,24 @@ fn all_cancelling_input_leaves_nothing() {
     }
 }
 
-/// Rows from a fixed-seed generator: keys in `0..keys`, some repeated and some cancelled.
-fn generated_rows(count: u64, keys: u64) -> Vec<Row<IntU>> {
+/// A fixed-seed xorshift generator, for inputs too large for proptest to shrink usefully.
+fn xorshift() -> impl FnMut() -> u64 {
     let mut state = 0x9E37_79B9_7F4A_7C15u64;
-    let mut next = move || {
+    move || {
         state ^= state << 13;
         state ^= state >> 7;
         state ^= state << 17;
         state
-    };
+    }
+}
+
+/// Rows from a fixed-seed generator: keys in `0..keys`, some repeated and some cancelled.
+fn generated_rows(count: u64, keys: u64) -> Vec<Row<IntU>> {
+    let mut next = xorshift();
     (0..count)
         .map(|_| {
             let word = next();
-            let diff = if word % 7 == 0 { -1 } else { 1 };
+            let diff = if word.is_multiple_of(7) { -1 } else { 1 };
             ((word >> 8) % keys, (word >> 40) % 3, (word >> 50) % 5, diff)
         })
         .collect()
@@ -371,13 +376,7 @@ fn check_chunks_fill<U: Update<Time = u64, Diff = i64>>(rows: Vec<Row<U>>) {
 
 #[test]
 fn chunks_fill_to_their_target() {
-    let mut state = 0x9E37_79B9_7F4A_7C15u64;
-    let mut next = move || {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        state
-    };
+    let mut next = xorshift();
     let ints: Vec<Row<IntU>> = (0..20_000)
         .map(|_| (next() % 80_000, next() % 4, next() % 4, 1))
         .collect();
