@@ -336,10 +336,7 @@ impl<'a, U: Update> Keys<'a, U> for StringKeys<'a> {
     #[inline(always)]
     fn cmp_at(self, a: UpdatesView<'a, U>, i: usize, b: UpdatesView<'a, U>, j: usize) -> Ordering {
         match self.0.cmp_at(i, &self.1, j) {
-            Ordering::Equal => match a.val(i).cmp(&b.val(j)) {
-                Ordering::Equal => a.time(i).cmp(&b.time(j)),
-                ordering => ordering,
-            },
+            Ordering::Equal => a.cmp_after_key_at(i, &b, j),
             ordering => ordering,
         }
     }

@@ -403,10 +403,17 @@ impl<'a, U: Update> UpdatesView<'a, U> {
             _ => self.key(index).cmp(&other.key(other_index)),
         };
         match keys {
-            Ordering::Equal => match self.val(index).cmp(&other.val(other_index)) {
-                Ordering::Equal => self.time(index).cmp(&other.time(other_index)),
-                ordering => ordering,
-            },
+            Ordering::Equal => self.cmp_after_key_at(index, other, other_index),
+            ordering => ordering,
+        }
+    }
+
+    /// Compares `(val, time)` of update `index` with that of update `other_index` of `other`:
+    /// [`UpdatesView::cmp_at`] for callers that compared the keys themselves.
+    #[inline(always)]
+    pub fn cmp_after_key_at(&self, index: usize, other: &Self, other_index: usize) -> Ordering {
+        match self.val(index).cmp(&other.val(other_index)) {
+            Ordering::Equal => self.time(index).cmp(&other.time(other_index)),
             ordering => ordering,
         }
     }
