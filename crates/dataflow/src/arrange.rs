@@ -354,8 +354,7 @@ impl<'scope, K: Data, V: Data, T: Time, R: Semigroup> Arranged<'scope, K, V, T, 
                                         cursor.step_val();
                                     }
                                     if container.len() >= SHIP_UPDATES {
-                                        session.give_container(&mut container);
-                                        container.clear();
+                                        session.give_container(&mut container.take_reserving());
                                     }
                                     cursor.step_key();
                                 }

@@ -139,7 +139,7 @@ impl<'scope, T: Time, D: Data, R: Semigroup> Collection<'scope, T, D, R> {
                 for produced in logic(D::into_owned(view.key(index))) {
                     output.push_data_ref_owned(&produced, view.time(index), view.diff(index));
                     if output.len() >= SHIP_UPDATES {
-                        ship(std::mem::take(&mut output));
+                        ship(output.take_reserving());
                     }
                 }
             }

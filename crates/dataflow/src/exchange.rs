@@ -49,8 +49,8 @@ where
             let buffer = &mut self.buffers[target];
             buffer.push_ref(view.key(index), view.time(index), view.diff(index));
             if buffer.len() >= SHIP_UPDATES {
-                Message::push_at(buffer, stamp.clone(), &mut pushers[target]);
-                buffer.clear();
+                let mut full = buffer.take_reserving();
+                Message::push_at(&mut full, stamp.clone(), &mut pushers[target]);
             }
         }
         container.clear();

@@ -143,7 +143,7 @@ impl<T: Time + TotalOrder, D: Data, R: Semigroup> InputSession<T, D, R> {
     fn push(&mut self, data: &D, time: &T, diff: &R) {
         self.buffer.push(data, time, diff);
         if self.buffer.len() >= SHIP_UPDATES {
-            self.flush();
+            self.handle.send_batch(&mut self.buffer.take_reserving());
         }
     }
 

@@ -103,8 +103,14 @@ fn hold_other_trace<K: Data, V: Data, T: Time, R: Semigroup>(
 
 /// Works through `queue` while `fuel` lasts, sending what `produce` makes of each joined pair
 /// under the capabilities of the batch it came from; finished work leaves the queue.
+///
+/// `expected` carries the size of the last container sent from one call to the next: a new
+/// container is reserved for that many updates at its first (at most [`SHIP_UPDATES`]), so
+/// that it does not grow from empty through a dozen reallocations on every activation.
+#[allow(clippy::too_many_arguments)]
 fn drain_queue<K, VB, VT, T, RB, RT, D, R3>(
     queue: &mut Queue<K, VB, VT, T, RB, RT>,
+    expected: &mut usize,
     fuel: &mut usize,
     probe_run: usize,
     scratch: &mut LookupScratch,
@@ -133,13 +139,17 @@ fn drain_queue<K, VB, VT, T, RB, RT, D, R3>(
             &mut |key, vb, vt, time, rb, rt| {
                 let (data, time, diff) = produce(key, vb, vt, time, rb, rt);
                 container.push(&data, &time, &diff);
+                if container.len() == 1 && *expected > 1 {
+                    container.updates.reserve_copies(*expected - 1);
+                }
                 if container.len() >= SHIP_UPDATES {
-                    session.give_container(&mut container);
-                    container.clear();
+                    *expected = SHIP_UPDATES;
+                    session.give_container(&mut container.take_reserving());
                 }
             },
         );
         if !container.is_empty() {
+            *expected = container.len();
             session.give_container(&mut container);
             container.clear();
         }
@@ -209,6 +219,7 @@ where
                     let mut todo1: Queue<K, V1, V2, T, R1, R2> = VecDeque::new();
                     let mut todo2: Queue<K, V2, V1, T, R2, R1> = VecDeque::new();
                     let mut scratch = LookupScratch::default();
+                    let (mut expected1, mut expected2) = (0, 0);
                     let mut done1 = false;
                     let mut done2 = false;
                     move |(input1, frontier1), (input2, frontier2), output| {
@@ -238,6 +249,7 @@ where
                         let mut fuel = FUEL_PER_ACTIVATION;
                         drain_queue(
                             &mut todo1,
+                            &mut expected1,
                             &mut fuel,
                             probe_run,
                             &mut scratch,
@@ -246,6 +258,7 @@ where
                         );
                         drain_queue(
                             &mut todo2,
+                            &mut expected2,
                             &mut fuel,
                             probe_run,
                             &mut scratch,
