@@ -224,13 +224,22 @@ pub fn next_hit<U: Update>(
     cursor: &mut TraceCursor<'_, U>,
     scratch: &mut LookupScratch,
 ) -> Option<usize> {
+    let hit = next_hit_key(cursor, scratch);
+    if hit.is_some() {
+        cursor.find_least_val();
+    }
+    hit
+}
+
+/// Like [`next_hit`], without ordering the key's values across batches: read them batch by
+/// batch with the cursor's `map_key_updates`.
+pub fn next_hit_key<U: Update>(
+    cursor: &mut TraceCursor<'_, U>,
+    scratch: &mut LookupScratch,
+) -> Option<usize> {
     if let Some(present) = scratch.single.take() {
         // `start` already positioned the batches for the single probe.
-        if !present {
-            return None;
-        }
-        cursor.find_least_val();
-        return Some(0);
+        return present.then_some(0);
     }
     let batch_count = scratch.next.len();
     let mut least = u32::MAX;
@@ -257,7 +266,6 @@ pub fn next_hit<U: Update>(
             }
         }
     }
-    cursor.find_least_val();
     Some(least as usize)
 }
 

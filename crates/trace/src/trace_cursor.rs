@@ -90,6 +90,23 @@ impl<'a, U: Update> TraceCursor<'a, U> {
         }
     }
 
+    /// Calls `logic` with each `(value, time, diff)` of the current key, batch by batch: each
+    /// batch's values in order, values not merged across batches. Leaves the current key's
+    /// values consumed (reposition the cursor, as a lookup's next hit does, before reading on).
+    pub fn map_key_updates(
+        &mut self,
+        mut logic: impl FnMut(Ref<'a, U::Val>, Ref<'a, U::Time>, Ref<'a, U::Diff>),
+    ) {
+        for &index in &self.at_key {
+            let cursor = &mut self.cursors[index];
+            while let Some(val) = cursor.get_val() {
+                cursor.map_times(|time, diff| logic(val, time, diff));
+                cursor.step_val();
+            }
+        }
+        self.at_val.clear();
+    }
+
     /// Advances to the next key.
     pub fn step_key(&mut self) {
         for &index in &self.at_key {
@@ -153,6 +170,12 @@ impl<'a, U: Update> TraceCursor<'a, U> {
     /// The next probe found by the lookup `start_lookup` began, with the cursor at its key.
     pub fn next_hit(&mut self, scratch: &mut LookupScratch) -> Option<usize> {
         crate::lookup::next_hit(self, scratch)
+    }
+
+    /// Like [`TraceCursor::next_hit`], without ordering the key's values across batches: read
+    /// them with [`TraceCursor::map_key_updates`].
+    pub fn next_hit_key(&mut self, scratch: &mut LookupScratch) -> Option<usize> {
+        crate::lookup::next_hit_key(self, scratch)
     }
 
     /// Returns to the first key.

@@ -109,6 +109,39 @@ fn lookup_at(
     nonzero(out)
 }
 
+/// Reads the accumulation at `time` through the two-step lookup that reads each found key
+/// batch by batch (`next_hit_key`, then `map_key_updates`), as reduce does.
+fn key_hits_at(
+    spine: &Spine<(u64, u64, u64, i64)>,
+    probes: &[u64],
+    time: &u64,
+) -> Vec<(u64, u64, i64)> {
+    let snapshot = spine.snapshot();
+    let mut cursor = snapshot.cursor();
+    let mut scratch = LookupScratch::default();
+    let mut out = BTreeMap::new();
+    cursor.start_lookup(probes, &mut scratch);
+    let mut previous = None;
+    while let Some(index) = cursor.next_hit_key(&mut scratch) {
+        assert!(
+            previous < Some(index),
+            "hits come in probe order, once each"
+        );
+        previous = Some(index);
+        assert_eq!(
+            cursor.get_key(),
+            Some(&probes[index]),
+            "cursor at the probed key"
+        );
+        cursor.map_key_updates(|val, t, r| {
+            if t.less_equal(time) {
+                *out.entry((probes[index], *val)).or_insert(0i64) += *r;
+            }
+        });
+    }
+    nonzero(out)
+}
+
 /// Reads the accumulation at `time` with one fresh seek per probe key.
 fn seeks_at(
     spine: &Spine<(u64, u64, u64, i64)>,
@@ -205,6 +238,12 @@ fn run(steps: Vec<Step>, effort: usize, probes: Vec<u64>) -> Result<(), TestCase
                 &seeks_at(&spine, &probes, &time),
                 &probed,
                 "seeks at {}",
+                time
+            );
+            prop_assert_eq!(
+                &key_hits_at(&spine, &probes, &time),
+                &probed,
+                "key hits at {}",
                 time
             );
         }

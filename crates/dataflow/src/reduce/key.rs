@@ -45,8 +45,8 @@ impl<V: Data, V2, T, R, R2> Default for KeyScratch<'_, V, V2, T, R, R2> {
 
 /// The corrections for one key. `history` holds the key's input history through the
 /// interval's lower bound and `batch` its new updates inside the interval; `output` its output
-/// history. `history` and `output` come grouped by value (as a cursor reads them), times in
-/// any order; all three are scratch, their contents unspecified afterwards. `deferred` lists
+/// history. `history` and `output` may come in any order (the operator reads them batch by
+/// batch); all three are scratch, their contents unspecified afterwards. `deferred` lists
 /// the times earlier passes deferred to this interval. Corrections at times in the interval go
 /// to `emit`; times at or beyond `upper` that will need examining go to `defer`.
 #[allow(clippy::too_many_arguments)]
@@ -239,8 +239,8 @@ mod tests {
                     (v, t, *r)
                 })
                 .collect();
-            // As a cursor would read them: grouped by value.
-            history.sort_by_key(|(v, _, _)| **v);
+            // In the generated order: the operator reads histories batch by batch, so values
+            // come in no particular order.
             let mut batch: Vec<(&u64, T, i64)> = updates
                 .iter()
                 .zip(&vals)
@@ -251,7 +251,8 @@ mod tests {
             for update in compacted_output.iter_mut() {
                 update.1.advance_by(lower.borrow());
             }
-            compacted_output.sort_by_key(|(v, _, _)| *v);
+            // Newest first, values in no particular order.
+            compacted_output.reverse();
             let mut produced = Vec::new();
             let mut later = Vec::new();
             reduce_key(

@@ -335,7 +335,7 @@ where
         P: Index<Ref = Ref<'p, K>> + columnar::Len + Copy,
     {
         cursor.start_lookup(probes, scratch);
-        let next = cursor.next_hit(scratch);
+        let next = cursor.next_hit_key(scratch);
         Self {
             cursor,
             scratch,
@@ -345,7 +345,9 @@ where
 
     /// Appends probe `probe`'s `(value, time, diff)` updates to `updates` (nothing if the trace
     /// lacks the key), each value as `value` makes it (borrowed for input histories, owned for
-    /// the output's). Probes must be asked in increasing order.
+    /// the output's), batch by batch: values are not merged across batches here, where the
+    /// comparisons that would order them mispredict (replay groups them with one stable sort).
+    /// Probes must be asked in increasing order.
     fn gather<W>(
         &mut self,
         probe: usize,
@@ -359,13 +361,10 @@ where
         if self.next != Some(probe) {
             return;
         }
-        while let Some(val) = self.cursor.get_val() {
-            self.cursor.map_times(|time, diff| {
-                updates.push((value(val), T::into_owned(time), R::into_owned(diff)))
-            });
-            self.cursor.step_val();
-        }
-        self.next = self.cursor.next_hit(self.scratch);
+        self.cursor.map_key_updates(|val, time, diff| {
+            updates.push((value(val), T::into_owned(time), R::into_owned(diff)))
+        });
+        self.next = self.cursor.next_hit_key(self.scratch);
     }
 }
 

@@ -102,10 +102,13 @@ fn advance_passed<V: Ord, T: Time, R: Semigroup>(passed: &mut Vec<(V, T, R)>, me
     }
 }
 
-/// Consolidates within each value's run (see [`consolidate_within_values`]), then sorts by
-/// time. Histories arrive grouped by value, and advancing them by the meet makes many of a
-/// value's times equal: the updates that cancel vanish, and their times need no visit.
-fn consolidate_values_then_sort<V: Eq, T: Time, R: Semigroup>(updates: &mut Vec<(V, T, R)>) {
+/// Groups by value, consolidates within each value's run (see [`consolidate_within_values`]),
+/// then sorts by time. Histories arrive batch by batch, each batch's values in order: a stable
+/// sort merges those runs (cheaper than merging the batches' values while reading them, whose
+/// comparisons mispredicted). Advancing by the meet makes many of a value's times equal: the
+/// updates that cancel vanish, and their times need no visit.
+fn consolidate_values_then_sort<V: Ord, T: Time, R: Semigroup>(updates: &mut Vec<(V, T, R)>) {
+    updates.sort_by(|a, b| a.0.cmp(&b.0));
     consolidate_within_values(updates);
     updates.sort_unstable_by(|a, b| a.1.cmp(&b.1));
 }
@@ -139,7 +142,7 @@ fn accumulate_passed<V: Clone + Eq, T: Time, R: Semigroup>(
 
 /// The corrections for one key: `history` is its input history through the interval's lower
 /// bound, `batch` its input updates inside the interval, `output` its output history (the
-/// histories best grouped by value; all three are scratch, advanced and consolidated in place)
+/// histories in any order; all three are scratch, advanced and consolidated in place)
 /// and `times` the times deferred to this interval by earlier passes (sorted, distinct, none
 /// at or beyond `upper`). Corrections at times before `upper` go to `emit`; times at or beyond
 /// `upper` that will need examining go to `defer`.
