@@ -125,6 +125,7 @@ pub(crate) fn build_batch<U: Update>(
     description: Description<U::Time>,
     builder: &mut Builder<U>,
 ) -> Batch<U> {
+    builder.expect(chain.len());
     for chunk in chain.chunks() {
         builder.push_view(chunk.view());
     }

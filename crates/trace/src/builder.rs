@@ -47,6 +47,12 @@ impl<U: Update> Builder<U> {
         self.histories.is_empty()
     }
 
+    /// Announces that the batch will hold at most about `updates` updates, so that big batches
+    /// are built in buffers allocated once at that size (see [`HistoriesBuilder::expect`]).
+    pub fn expect(&mut self, updates: usize) {
+        self.histories.expect(updates);
+    }
+
     /// Appends one update. Updates must arrive sorted strictly by `(key, val, time)`, with
     /// non-zero diffs (checked when the batch is built in debug builds).
     #[inline]

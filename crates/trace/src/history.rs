@@ -9,7 +9,7 @@
 //!
 //! Reads hand out the dictionary's `Ref` items, so they borrow like every other column.
 
-use columnar::{Borrow, Clear, ContainerOf, Index, Len, Push, Ref};
+use columnar::{Borrow, Clear, Container, ContainerOf, Index, Len, Push, Ref};
 use ripple_updates::{Semigroup, Time};
 use rustc_hash::FxHashMap;
 
@@ -120,6 +120,11 @@ pub struct HistoriesBuilder<T: Time, R: Semigroup> {
     /// Emptied pair buffers kept for the next change of encoding, which swaps them in, so
     /// that a builder reused across small batches does not allocate for it.
     spare: (ContainerOf<T>, ContainerOf<R>),
+    /// How many updates the caller expects at most (0: no idea). See [`Self::expect`].
+    expected: usize,
+    /// Pairs the plain buffers were given room for in one fresh allocation, when the
+    /// expectation sized them (0 otherwise): [`Self::build`] then knows their slack.
+    reserved: usize,
 }
 
 /// How a builder stores pairs at the moment.
@@ -145,6 +150,8 @@ impl<T: Time, R: Semigroup> Default for HistoriesBuilder<T, R> {
             last: None,
             len: 0,
             spare: Default::default(),
+            expected: 0,
+            reserved: 0,
         }
     }
 }
@@ -152,6 +159,10 @@ impl<T: Time, R: Semigroup> Default for HistoriesBuilder<T, R> {
 /// Batches of fewer updates than this store their pairs per update (or once, when all are
 /// equal) and never hash them.
 const SMALL_MAX: usize = 256;
+
+/// Plain buffers are sized by the expectation only beyond this many updates: below, the copy
+/// into exact allocations is cheap and a builder's reused buffers serve better.
+const SIZED_PLAIN_MIN: usize = 1 << 16;
 
 /// Beyond this many updates, a dictionary holding more than half as many pairs as updates is
 /// abandoned: it would save less than the index costs.
@@ -167,6 +178,16 @@ impl<T: Time, R: Semigroup> HistoriesBuilder<T, R> {
     /// True when nothing was pushed.
     pub fn is_empty(&self) -> bool {
         self.len == 0
+    }
+
+    /// Announces that the batch being built will hold at most about `updates` updates (the
+    /// sum of a merge's inputs, the length of a sealed chain). Should the pairs go plain, their
+    /// buffers are then allocated once at that size instead of growing by doubling, and a
+    /// build that fills most of them hands them to the batch as they are instead of copying
+    /// them into exact allocations: for big batches that copy, through fresh pages, cost more
+    /// than the pages it saves.
+    pub fn expect(&mut self, updates: usize) {
+        self.expected = updates;
     }
 
     /// Appends one update's `(time, diff)`.
@@ -254,6 +275,18 @@ impl<T: Time, R: Semigroup> HistoriesBuilder<T, R> {
     /// Replaces the dictionary by one pair per update.
     fn go_plain(&mut self) {
         debug_assert_eq!(self.stage, Stage::Dictionary);
+        if self.expected > self.len.max(SIZED_PLAIN_MIN) {
+            // Fresh buffers, so their capacity is what is reserved here. Columnar containers
+            // reserve room for copies of a container: the dictionary's pairs, `copies` times.
+            let pairs = self.times.len().max(1);
+            let copies = self.expected.div_ceil(pairs);
+            let (times, diffs) = &mut self.spare;
+            *times = Default::default();
+            *diffs = Default::default();
+            times.reserve_for(std::iter::repeat_n(self.times.borrow(), copies));
+            diffs.reserve_for(std::iter::repeat_n(self.diffs.borrow(), copies));
+            self.reserved = copies * self.times.len();
+        }
         let (times, diffs) = &mut self.spare;
         times.clear();
         diffs.clear();
@@ -294,12 +327,31 @@ impl<T: Time, R: Semigroup> HistoriesBuilder<T, R> {
             // `Vec::clone` allocates exactly the length.
             Stage::Dictionary => PairIndex::Wide(self.index.clone()),
         };
+        // Sized plain buffers that are mostly full go to the batch as they are (room for at
+        // most a quarter more than they hold); anything else is copied into exact allocations.
+        let sized = self.stage == Stage::Plain
+            && self.reserved > 0
+            && self.len <= self.reserved
+            && self.len * 5 >= self.reserved * 4;
+        let (times, diffs) = if sized {
+            (
+                std::mem::take(&mut self.times),
+                std::mem::take(&mut self.diffs),
+            )
+        } else {
+            (
+                crate::batch::exact_copy::<T>(&self.times),
+                crate::batch::exact_copy::<R>(&self.diffs),
+            )
+        };
         let histories = Histories {
-            times: crate::batch::exact_copy::<T>(&self.times),
-            diffs: crate::batch::exact_copy::<R>(&self.diffs),
+            times,
+            diffs,
             index,
             len: self.len,
         };
+        self.expected = 0;
+        self.reserved = 0;
         self.times.clear();
         self.diffs.clear();
         self.index.clear();
@@ -369,6 +421,47 @@ mod tests {
                 .map(|(i, (t, r))| (t * spread + (i as u64 % spread.min(300)), *r))
                 .collect();
             round_trip(&pairs);
+        }
+    }
+
+    /// Builds with an expectation: plain pairs that fill most of the sized buffers keep them
+    /// (room for at most a quarter more), anything else is copied exactly; every batch reads
+    /// back as pushed, and the builder goes on without an expectation afterwards.
+    #[test]
+    fn expected_sizes_bound_the_slack() {
+        let mut builder = HistoriesBuilder::<u64, i64>::default();
+        // (expected, pushed, whether the sized buffers are kept)
+        for (expected, pushed, kept) in [
+            (100_000, 100_000, true),
+            (100_000, 85_000, true),
+            (100_000, 70_000, false),
+            (100_000, 130_000, false),
+            (0, 100_000, false),
+            (100_000, 1_000, false),
+        ] {
+            builder.expect(expected);
+            let pairs: Vec<(u64, i64)> = (0..pushed)
+                .map(|i| (i * 3, 1 - 2 * (i as i64 % 2)))
+                .collect();
+            for (time, diff) in &pairs {
+                builder.push(time, diff);
+            }
+            let histories = builder.build();
+            assert_eq!(histories.len(), pairs.len());
+            for (update, (time, diff)) in pairs.iter().enumerate() {
+                assert_eq!(histories.get(update), (time, diff), "update {update}");
+            }
+            let (len, capacity) = (histories.times.len(), histories.times.capacity());
+            assert_eq!(len, pushed as usize, "distinct pairs are stored plain");
+            if kept {
+                assert!(
+                    capacity >= expected && capacity * 4 <= len * 5,
+                    "{capacity} for {len}"
+                );
+            } else {
+                assert_eq!(capacity, len, "copied exactly");
+            }
+            assert_eq!(histories.diffs.capacity(), capacity);
         }
     }
 

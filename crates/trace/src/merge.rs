@@ -39,9 +39,10 @@ impl<U: Update> Merge<U> {
         older: Batch<U>,
         newer: Batch<U>,
         since: AntichainRef<'_, U::Time>,
-        builder: Builder<U>,
+        mut builder: Builder<U>,
     ) -> Self {
         debug_assert!(builder.is_empty(), "a merge starts with an empty builder");
+        builder.expect(older.len() + newer.len());
         assert_eq!(
             older.description().upper,
             newer.description().lower,
