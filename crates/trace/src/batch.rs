@@ -11,7 +11,7 @@ use crate::cursor::BatchCursor;
 use crate::description::Description;
 use crate::history::Histories;
 use crate::offsets::OffsetList;
-use columnar::{AsBytes, Borrow, Columnar, Container, ContainerOf, Index, Len};
+use columnar::{AsBytes, Borrow, Columnar, Container, ContainerOf, Index, Len, Push};
 use ripple_updates::update::Row;
 use ripple_updates::{Semigroup, Update};
 use std::cmp::Ordering;
@@ -20,6 +20,10 @@ use std::rc::Rc;
 /// The columns of a batch. Read through [`Batch`] and its cursors.
 pub struct BatchData<U: Update> {
     pub(crate) keys: ContainerOf<U::Key>,
+    /// Every [`KEY_FENCE`]-th key (keys `0`, `KEY_FENCE`, ...) of batches with at least
+    /// [`FENCED_KEYS_MIN`] keys, empty otherwise: searches go through this small column first
+    /// (see [`crate::cursor::BatchCursor::search_key`]).
+    pub(crate) key_fences: ContainerOf<U::Key>,
     /// For key `i`, its values are `vals[key_ends.start(i)..key_ends.end(i)]`.
     pub(crate) key_ends: OffsetList,
     pub(crate) vals: ContainerOf<U::Val>,
@@ -57,6 +61,7 @@ impl<U: Update> Batch<U> {
     pub fn empty(description: Description<U::Time>) -> Self {
         Self::from_data(BatchData {
             keys: Default::default(),
+            key_fences: Default::default(),
             key_ends: OffsetList::default(),
             vals: Default::default(),
             val_ends: OffsetList::default(),
@@ -118,6 +123,7 @@ impl<U: Update> Batch<U> {
     pub fn heap_bytes(&self) -> usize {
         let data = &*self.data;
         payload_bytes::<U::Key>(&data.keys)
+            + payload_bytes::<U::Key>(&data.key_fences)
             + data.key_ends.heap_bytes()
             + payload_bytes::<U::Val>(&data.vals)
             + data.val_ends.heap_bytes()
@@ -169,6 +175,24 @@ impl<U: Update> Batch<U> {
             data.histories.len(),
             "update ranges cover updates"
         );
+        let fences = data.key_fences.borrow();
+        let expected_fences = if keys.len() >= FENCED_KEYS_MIN {
+            keys.len().div_ceil(KEY_FENCE)
+        } else {
+            0
+        };
+        assert_eq!(
+            fences.len(),
+            expected_fences,
+            "one fence per {KEY_FENCE} keys"
+        );
+        for fence in 0..fences.len() {
+            assert!(
+                fences.get(fence) == keys.get(fence * KEY_FENCE),
+                "fence {fence} is not key {}",
+                fence * KEY_FENCE
+            );
+        }
         let unadvanced = data.description.since == data.description.lower;
         for key in 0..keys.len() {
             if key > 0 {
@@ -223,6 +247,26 @@ impl<U: Update> Batch<U> {
             }
         }
     }
+}
+
+/// Keys between fences: a search that has found its block among the fences ends with a short
+/// gallop inside a few cache lines of keys.
+pub(crate) const KEY_FENCE: usize = 32;
+
+/// Batches with fewer keys have no fences: their key column stays in cache anyway, and
+/// searching it directly costs less than a second column.
+pub(crate) const FENCED_KEYS_MIN: usize = 4096;
+
+/// The key fences of a batch with keys `keys` (see [`BatchData::key_fences`]).
+pub(crate) fn fences_of<K: Columnar>(keys: &ContainerOf<K>) -> ContainerOf<K> {
+    let keys = keys.borrow();
+    let mut fences = ContainerOf::<K>::default();
+    if keys.len() >= FENCED_KEYS_MIN {
+        for key in (0..keys.len()).step_by(KEY_FENCE) {
+            fences.push(keys.get(key));
+        }
+    }
+    fences
 }
 
 /// The payload bytes of a columnar container: its slices, as stored.

@@ -3,7 +3,7 @@
 //! The merge batcher's sealed chains and the spine's merges both produce updates in that order,
 //! so the builder never sorts: it appends, opening a new key or value when it changes.
 
-use crate::batch::{exact_copy, Batch, BatchData};
+use crate::batch::{exact_copy, fences_of, Batch, BatchData};
 use crate::description::Description;
 use crate::history::HistoriesBuilder;
 use crate::offsets::OffsetList;
@@ -147,6 +147,7 @@ impl<U: Update> Builder<U> {
     pub fn build(&mut self, description: Description<U::Time>) -> Batch<U> {
         self.close_key();
         let data = BatchData {
+            key_fences: fences_of::<U::Key>(&self.keys),
             keys: exact_copy::<U::Key>(&self.keys),
             key_ends: self.key_ends.exact_copy(),
             vals: exact_copy::<U::Val>(&self.vals),

@@ -4,7 +4,7 @@
 //! every item it returns is a `Ref` pointing into the batch. It borrows the batch, so it cannot
 //! outlive it; readers that must outlive a trace's changes hold [`crate::Batch`] handles.
 
-use crate::batch::BatchData;
+use crate::batch::{BatchData, KEY_FENCE};
 use columnar::{Borrow, BorrowedOf, Columnar, Index, Len, Ref};
 use ripple_updates::Update;
 use std::cmp::Ordering;
@@ -13,6 +13,7 @@ use std::cmp::Ordering;
 pub struct BatchCursor<'a, U: Update> {
     data: &'a BatchData<U>,
     keys: BorrowedOf<'a, U::Key>,
+    key_fences: BorrowedOf<'a, U::Key>,
     vals: BorrowedOf<'a, U::Val>,
     key: usize,
     val: usize,
@@ -56,6 +57,7 @@ impl<'a, U: Update> BatchCursor<'a, U> {
         let mut cursor = Self {
             data,
             keys: data.keys.borrow(),
+            key_fences: data.key_fences.borrow(),
             vals: data.vals.borrow(),
             key: 0,
             val: 0,
@@ -153,12 +155,31 @@ impl<'a, U: Update> BatchCursor<'a, U> {
     /// backwards.
     #[inline]
     pub fn seek_key(&mut self, key: Ref<'_, U::Key>) {
-        let keys = self.keys;
-        let target = U::Key::reborrow(key);
-        self.key = gallop(self.key, keys.len(), |index| {
-            U::Key::reborrow(keys.get(index)).cmp(&target) == Ordering::Less
-        });
+        self.key = self.search_key(self.key, key);
         self.enter_key();
+    }
+
+    /// The first key index at or after `from` whose key is `>= target` (the key count if
+    /// none). In a big batch the search gallops over the key fences first, which stay in
+    /// cache, and then inside one block of [`KEY_FENCE`] keys: a far target costs a few
+    /// cache lines of keys instead of a miss at every step of a gallop over the whole column.
+    #[inline]
+    pub fn search_key(&self, from: usize, target: Ref<'_, U::Key>) -> usize {
+        let (keys, fences) = (self.keys, self.key_fences);
+        let target = U::Key::reborrow(target);
+        let before = |index: usize| U::Key::reborrow(keys.get(index)) < target;
+        if fences.is_empty() {
+            return gallop(from, keys.len(), before);
+        }
+        debug_assert!(from <= keys.len());
+        // Fence `j` is key `j * KEY_FENCE`. The first fence after `from`'s block that is not
+        // before the target bounds the answer from above; the fence before it, from below.
+        let next = gallop(from / KEY_FENCE + 1, fences.len(), |fence| {
+            U::Key::reborrow(fences.get(fence)) < target
+        });
+        let low = from.max((next - 1) * KEY_FENCE);
+        let high = (next * KEY_FENCE).min(keys.len());
+        gallop(low, high, before)
     }
 
     /// Advances to the next value of the current key.
@@ -207,9 +228,42 @@ impl<'a, U: Update> BatchCursor<'a, U> {
 #[cfg(test)]
 mod tests {
     use super::gallop;
+    use crate::batch::{FENCED_KEYS_MIN, KEY_FENCE};
+    use crate::{Batch, Builder, Description};
     use proptest::prelude::*;
+    use ripple_updates::Antichain;
+
+    /// A batch of the keys `keys` (sorted, distinct), one update each.
+    fn batch_of(keys: &[u64]) -> Batch<(u64, u64, u64, i64)> {
+        let mut builder = Builder::new();
+        for key in keys {
+            builder.push(key, &0, &0, &1);
+        }
+        builder.done(Description::new(
+            Antichain::from_elem(0),
+            Antichain::from_elem(1),
+        ))
+    }
 
     proptest! {
+        /// Through the fences of a big batch or directly in a small one, a key search finds
+        /// the first key at or after its start that is not below the target.
+        #[test]
+        fn key_search_finds_the_first_key_not_below(
+            len in prop_oneof![0usize..100, FENCED_KEYS_MIN..FENCED_KEYS_MIN + 3 * KEY_FENCE],
+            gaps in proptest::collection::vec(1u64..4, 1..8),
+            searches in proptest::collection::vec((0usize..5000, 0u64..20_000), 1..40),
+        ) {
+            let keys: Vec<u64> = (0..len as u64).map(|i| i * 3 + gaps[i as usize % gaps.len()]).collect();
+            let batch = batch_of(&keys);
+            let cursor = batch.cursor();
+            for (from, target) in searches {
+                let from = from.min(len);
+                let expected = from + keys[from..].partition_point(|key| *key < target);
+                prop_assert_eq!(cursor.search_key(from, &target), expected, "from {} to {}", from, target);
+            }
+        }
+
         #[test]
         fn gallop_finds_the_boundary(len in 0usize..300, boundary in 0usize..300, start in 0usize..300) {
             let boundary = boundary.min(len);
@@ -217,5 +271,17 @@ mod tests {
             let found = gallop(start, len, |i| i < boundary);
             prop_assert_eq!(found, boundary.max(start));
         }
+    }
+
+    /// Batches of at least `FENCED_KEYS_MIN` keys carry fences (checked in debug builds by
+    /// `check_invariants`), smaller ones none.
+    #[test]
+    fn only_big_batches_have_fences() {
+        let small: Vec<u64> = (0..FENCED_KEYS_MIN as u64 - 1).collect();
+        assert!(batch_of(&small).data().key_fences.is_empty());
+        let big: Vec<u64> = (0..FENCED_KEYS_MIN as u64 + 1).collect();
+        let big = batch_of(&big);
+        big.check_invariants();
+        assert_eq!(big.data().key_fences.len(), FENCED_KEYS_MIN / KEY_FENCE + 1);
     }
 }

@@ -149,7 +149,8 @@ pub fn start<'p, U: Update, P>(
         if key_count <= DENSE_RATIO * probe_count && probe_count <= DENSE_RATIO * key_count {
             intersect_dense(probe_count, key_count, probe, key, hits);
         } else {
-            intersect_galloping(probe_count, key_count, probe, key, hits);
+            let search = |from: usize, target| batch.search_key(from, target);
+            intersect_galloping(probe_count, key_count, probe, key, search, hits);
         }
     }
 }
@@ -163,13 +164,16 @@ pub fn start<'p, U: Update, P>(
 const DENSE_RATIO: usize = 8;
 
 /// Appends to `hits` the `(probe, key)` index pairs of equal probes and keys (probes sorted,
-/// keys sorted and distinct), galloping on whichever side is behind.
+/// keys sorted and distinct), galloping on whichever side is behind; `search(from, target)`
+/// is the first key index at or after `from` whose key is `>= target` (a batch searches its
+/// keys through its fences).
 #[inline]
 fn intersect_galloping<K: Ord>(
     probe_count: usize,
     key_count: usize,
     probe: impl Fn(usize) -> K,
     key: impl Fn(usize) -> K,
+    search: impl Fn(usize, K) -> usize,
     hits: &mut Vec<(u32, u32)>,
 ) {
     let (mut p, mut k) = (0, 0);
@@ -179,10 +183,7 @@ fn intersect_galloping<K: Ord>(
                 let target = key(k);
                 p = gallop(p, probe_count, |i| probe(i) < target);
             }
-            Ordering::Greater => {
-                let target = probe(p);
-                k = gallop(k, key_count, |i| key(i) < target);
-            }
+            Ordering::Greater => k = search(k, probe(p)),
             Ordering::Equal => {
                 // Only the probe moves on: a repeated probe finds the same key again.
                 hits.push((p as u32, k as u32));
@@ -290,10 +291,13 @@ mod tests {
                     expected.push((p as u32, k as u32));
                 }
             }
-            for walk in [intersect_dense::<u32>, intersect_galloping::<u32>] {
-                // Hits of earlier batches stay in front.
-                let mut hits = vec![(7, 7)];
-                walk(probes.len(), keys.len(), |i| probes[i], |i| keys[i], &mut hits);
+            // Hits of earlier batches stay in front.
+            let search = |from: usize, target: u32| from + keys[from..].partition_point(|k| *k < target);
+            let mut galloping = vec![(7, 7)];
+            intersect_galloping(probes.len(), keys.len(), |i| probes[i], |i| keys[i], search, &mut galloping);
+            let mut dense = vec![(7, 7)];
+            intersect_dense(probes.len(), keys.len(), |i| probes[i], |i| keys[i], &mut dense);
+            for hits in [galloping, dense] {
                 prop_assert_eq!(hits[0], (7, 7));
                 prop_assert_eq!(&hits[1..], &expected[..]);
             }
