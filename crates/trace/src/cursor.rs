@@ -213,6 +213,17 @@ impl<'a, U: Update> BatchCursor<'a, U> {
         }
     }
 
+    /// The number of key fences (0 for a batch too small to have them).
+    pub(crate) fn fence_count(&self) -> usize {
+        self.key_fences.len()
+    }
+
+    /// Fence `index`: key `index * KEY_FENCE`.
+    #[inline(always)]
+    pub(crate) fn fence_at(&self, index: usize) -> Ref<'a, U::Key> {
+        self.key_fences.get(index)
+    }
+
     /// The number of keys in the batch.
     pub fn key_count(&self) -> usize {
         self.keys.len()

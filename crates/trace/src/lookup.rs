@@ -9,6 +9,11 @@
 //!   crossed in a few gallops over the probes, and a far probe costs what a fresh seek costs.
 //!   (Bisecting the remaining keys for far probes, or bracketing the probe run first, measured
 //!   slower: galloping's first steps touch cache lines the previous search just read.)
+//! - a big batch (one with key fences) against a much shorter probe run is searched in two
+//!   passes instead: each probe finds its block of keys among the fences, then bisects it
+//!   without branching, so the cache misses of different probes overlap (bfs on the 1m/10m
+//!   graph: 10% to 12% faster at 100 to 10,000 updates per step than the galloping walk
+//!   through fences).
 //!
 //! The hits, `(probe, key position)` per batch, are then merged in probe order and handed out
 //! as a [`ValCursor`] over the values of that key in every batch that has it. A single probe
@@ -17,6 +22,7 @@
 //! several traces (reduce reads its input history, new batches and output) can take the same
 //! key from each before moving on.
 
+use crate::batch::KEY_FENCE;
 use crate::cursor::gallop;
 use crate::trace_cursor::TraceCursor;
 use columnar::{Columnar, Index, Len, Ref};
@@ -33,6 +39,8 @@ pub struct LookupScratch {
     /// For a single probe (looked up by plain seeks): whether it is still to be handed out, and
     /// whether it was found.
     single: Option<bool>,
+    /// Per probe, the number of key fences at or below it (see [`intersect_fenced`]).
+    blocks: Vec<u32>,
 }
 
 /// The values of one probed key, across the batches that have it.
@@ -148,6 +156,18 @@ pub fn start<'p, U: Update, P>(
         }
         if key_count <= DENSE_RATIO * probe_count && probe_count <= DENSE_RATIO * key_count {
             intersect_dense(probe_count, key_count, probe, key, hits);
+        } else if batch.fence_count() > 0 && key_count > DENSE_RATIO * probe_count {
+            let fence = |index: usize| U::Key::reborrow(batch.fence_at(index));
+            let fences = (batch.fence_count(), fence);
+            intersect_fenced(
+                probe_count,
+                key_count,
+                probe,
+                key,
+                fences,
+                &mut scratch.blocks,
+                hits,
+            );
         } else {
             let search = |from: usize, target| batch.search_key(from, target);
             intersect_galloping(probe_count, key_count, probe, key, search, hits);
@@ -191,6 +211,61 @@ fn intersect_galloping<K: Ord>(
             }
         }
     }
+}
+
+/// Like [`intersect_galloping`], for a batch with key fences (fence `j` is key
+/// `j * KEY_FENCE`) much bigger than the probe run. First every probe finds its block among
+/// the fences, which stay in cache; then each probe bisects its block. The bisections do not
+/// depend on one another and do not branch on their comparisons, so the processor overlaps
+/// their cache misses instead of waiting out one per probe in turn, as a galloping walk must.
+#[inline]
+fn intersect_fenced<K: Ord>(
+    probe_count: usize,
+    key_count: usize,
+    probe: impl Fn(usize) -> K,
+    key: impl Fn(usize) -> K,
+    (fence_count, fence): (usize, impl Fn(usize) -> K),
+    blocks: &mut Vec<u32>,
+    hits: &mut Vec<(u32, u32)>,
+) {
+    blocks.clear();
+    let mut at_or_below = 0;
+    for p in 0..probe_count {
+        let target = probe(p);
+        at_or_below = gallop(at_or_below, fence_count, |j| fence(j) <= target);
+        blocks.push(at_or_below as u32);
+    }
+    for (p, &at_or_below) in blocks.iter().enumerate() {
+        // No fence at or below: the probe is below the first key.
+        let Some(block) = (at_or_below as usize).checked_sub(1) else {
+            continue;
+        };
+        let target = probe(p);
+        let (low, high) = (block * KEY_FENCE, ((block + 1) * KEY_FENCE).min(key_count));
+        let found = bisect(low, high, |i| key(i) < target);
+        if found < high && key(found) == target {
+            hits.push((p as u32, found as u32));
+        }
+    }
+}
+
+/// The first index in `[start, end)` at which `before` is false (`end` if none), given that
+/// it is true on a prefix of the range: halves the range a fixed number of times, each step a
+/// select rather than a branch.
+#[inline]
+fn bisect(start: usize, end: usize, before: impl Fn(usize) -> bool) -> usize {
+    if start >= end {
+        return start;
+    }
+    // The answer is in [base, base + size].
+    let (mut base, mut size) = (start, end - start);
+    while size > 1 {
+        let half = size / 2;
+        let middle = base + half;
+        base = std::hint::select_unpredictable(before(middle), middle, base);
+        size -= half;
+    }
+    base + before(base) as usize
 }
 
 /// Like [`intersect_galloping`], walking both sorted sequences once. As in the galloping walk,
@@ -272,19 +347,28 @@ pub fn next_hit_key<U: Update>(
 
 #[cfg(test)]
 mod tests {
-    use super::{intersect_dense, intersect_galloping};
+    use super::{bisect, intersect_dense, intersect_fenced, intersect_galloping, KEY_FENCE};
     use proptest::prelude::*;
 
     proptest! {
-        /// Both walks find exactly the pairs of equal probes and keys, repeated probes included,
-        /// whatever the density.
+        #[test]
+        fn bisect_finds_the_boundary(len in 0usize..100, boundary in 0usize..100, start in 0usize..100) {
+            let (boundary, start) = (boundary.min(len), start.min(len));
+            prop_assert_eq!(bisect(start, len, |i| i < boundary), boundary.max(start));
+        }
+
+        /// Every walk finds exactly the pairs of equal probes and keys, repeated probes
+        /// included, whatever the density (keys fenced every `KEY_FENCE` for the fenced walk).
         #[test]
         fn walks_find_every_match(
             mut probes in proptest::collection::vec(0u32..64, 0..40),
             keys in proptest::collection::btree_set(0u32..64, 0..40),
+            scale in prop_oneof![Just(1u32), Just(7), Just(97)],
         ) {
-            probes.sort();
-            let keys: Vec<u32> = keys.into_iter().collect();
+            // Spread out, the keys span several fences.
+            let probes: Vec<u32> = { probes.sort(); probes.iter().map(|p| p * scale * 3 + p % 3).collect() };
+            let keys: Vec<u32> = keys.iter().map(|k| k * scale * 3 + k % 3).collect();
+            let fences: Vec<u32> = keys.iter().step_by(KEY_FENCE).copied().collect();
             let mut expected = Vec::new();
             for (p, probe) in probes.iter().enumerate() {
                 if let Ok(k) = keys.binary_search(probe) {
@@ -297,7 +381,10 @@ mod tests {
             intersect_galloping(probes.len(), keys.len(), |i| probes[i], |i| keys[i], search, &mut galloping);
             let mut dense = vec![(7, 7)];
             intersect_dense(probes.len(), keys.len(), |i| probes[i], |i| keys[i], &mut dense);
-            for hits in [galloping, dense] {
+            let mut fenced = vec![(7, 7)];
+            let fence = (fences.len(), |j: usize| fences[j]);
+            intersect_fenced(probes.len(), keys.len(), |i| probes[i], |i| keys[i], fence, &mut Vec::new(), &mut fenced);
+            for hits in [galloping, dense, fenced] {
                 prop_assert_eq!(hits[0], (7, 7));
                 prop_assert_eq!(&hits[1..], &expected[..]);
             }
