@@ -369,8 +369,12 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
-    fn round_trip(pairs: &[(u64, i64)]) -> Histories<u64, i64> {
-        let mut builder = HistoriesBuilder::<u64, i64>::default();
+    /// Pushes `pairs` into `builder`, builds, and checks that the histories read back as
+    /// pushed.
+    fn build_and_check(
+        builder: &mut HistoriesBuilder<u64, i64>,
+        pairs: &[(u64, i64)],
+    ) -> Histories<u64, i64> {
         for (time, diff) in pairs {
             builder.push(time, diff);
         }
@@ -381,6 +385,10 @@ mod tests {
             assert_eq!((*t, *r), (*time, *diff), "update {update}");
         }
         histories
+    }
+
+    fn round_trip(pairs: &[(u64, i64)]) -> Histories<u64, i64> {
+        build_and_check(&mut HistoriesBuilder::default(), pairs)
     }
 
     proptest! {
@@ -398,15 +406,7 @@ mod tests {
                 let pairs: Vec<_> = (0..len as u64)
                     .map(|i| ((i * 7919) % distinct, (i % diffs as u64) as i64 - 1))
                     .collect();
-                for (time, diff) in &pairs {
-                    builder.push(time, diff);
-                }
-                let histories = builder.build();
-                prop_assert_eq!(histories.len(), pairs.len());
-                for (update, (time, diff)) in pairs.iter().enumerate() {
-                    let (t, r) = histories.get(update);
-                    prop_assert_eq!((*t, *r), (*time, *diff));
-                }
+                build_and_check(&mut builder, &pairs);
             }
         }
 
@@ -443,14 +443,7 @@ mod tests {
             let pairs: Vec<(u64, i64)> = (0..pushed)
                 .map(|i| (i * 3, 1 - 2 * (i as i64 % 2)))
                 .collect();
-            for (time, diff) in &pairs {
-                builder.push(time, diff);
-            }
-            let histories = builder.build();
-            assert_eq!(histories.len(), pairs.len());
-            for (update, (time, diff)) in pairs.iter().enumerate() {
-                assert_eq!(histories.get(update), (time, diff), "update {update}");
-            }
+            let histories = build_and_check(&mut builder, &pairs);
             let (len, capacity) = (histories.times.len(), histories.times.capacity());
             assert_eq!(len, pushed as usize, "distinct pairs are stored plain");
             if kept {
