@@ -161,7 +161,7 @@ impl<'a, U: Update> BatchCursor<'a, U> {
 
     /// The first key index at or after `from` whose key is `>= target` (the key count if
     /// none). In a big batch the search gallops over the key fences first, which stay in
-    /// cache, and then inside one block of [`KEY_FENCE`] keys: a far target costs a few
+    /// cache, and then inside one block of 32 keys: a far target costs a few
     /// cache lines of keys instead of a miss at every step of a gallop over the whole column.
     #[inline]
     pub fn search_key(&self, from: usize, target: Ref<'_, U::Key>) -> usize {
