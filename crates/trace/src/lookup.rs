@@ -229,9 +229,16 @@ fn intersect_fenced<K: Ord>(
     hits: &mut Vec<(u32, u32)>,
 ) {
     blocks.clear();
+    // Probes past the last key find nothing: the walk ends at the first of them.
+    let Some(last) = key_count.checked_sub(1).map(&key) else {
+        return;
+    };
     let mut at_or_below = 0;
     for p in 0..probe_count {
         let target = probe(p);
+        if target > last {
+            break;
+        }
         at_or_below = gallop(at_or_below, fence_count, |j| fence(j) <= target);
         blocks.push(at_or_below as u32);
     }
