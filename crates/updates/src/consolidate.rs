@@ -102,39 +102,70 @@ pub fn consolidate_order<U: Update>(
     );
     order.clear();
     sums.clear();
-    let sorted = || (1..view.len()).all(|i| view.cmp_at(i - 1, &view, i) != Ordering::Greater);
     match byte_string_keys::<U::Key>(&updates.keys) {
-        // The prefix sort builds its integers before it compares anything, so already sorted
-        // input (a sorted load, a run of ordered keys) is looked for first, in one pass that
-        // stops at the first update out of order. The plain sort finds such runs itself.
-        Some(_) if sorted() => order.extend(0..view.len() as u32),
-        Some(keys) => sort_by_key_prefix(keys, view, order),
-        _ => {
-            order.extend(0..view.len() as u32);
-            order.sort_unstable_by(|&a, &b| view.cmp_at(a as usize, &view, b as usize));
+        Some(keys) => {
+            // The prefix sort builds its integers before it compares anything, so already
+            // sorted input (a sorted load, a run of ordered keys) is looked for first, in one
+            // pass that stops at the first update out of order. When no two neighbours are
+            // equal either, that pass has also found every update distinct.
+            let mut distinct = true;
+            let sorted = (1..view.len()).all(|i| match view.cmp_at(i - 1, &view, i) {
+                Ordering::Less => true,
+                Ordering::Equal => {
+                    distinct = false;
+                    true
+                }
+                Ordering::Greater => false,
+            });
+            if sorted {
+                sum_equal_runs(view, view.len(), |p| p, |_, _| distinct, order, sums);
+            } else {
+                let keyed = sort_by_key_prefix(keys, view);
+                // Different prefixes mean different keys: only equal ones need a comparison.
+                let at = |p: usize| keyed[p].1 as usize;
+                let differ = |p: usize, q: usize| keyed[p].0 != keyed[q].0;
+                sum_equal_runs(view, keyed.len(), at, differ, order, sums);
+            }
+        }
+        None => {
+            let mut sorted: Vec<u32> = (0..view.len() as u32).collect();
+            sorted.sort_unstable_by(|&a, &b| view.cmp_at(a as usize, &view, b as usize));
+            let at = |p: usize| sorted[p] as usize;
+            sum_equal_runs(view, sorted.len(), at, |_, _| false, order, sums);
         }
     }
+}
 
-    // Survivors are compacted to the front of `order`: `kept` never passes `position`.
-    let mut kept = 0;
+/// Walks `view` in a sorted order (`at(p)` is the index of the `p`-th of `len` updates), adds
+/// the diffs of runs of equal `(key, val, time)` and appends each run's first index and non-zero
+/// sum to `order` and `sums`. `differ(p, q)` may answer `true` cheaply when the updates at
+/// positions `p` and `q` are known to differ; otherwise they are compared.
+fn sum_equal_runs<U: Update>(
+    view: UpdatesView<'_, U>,
+    len: usize,
+    at: impl Fn(usize) -> usize,
+    differ: impl Fn(usize, usize) -> bool,
+    order: &mut Vec<u32>,
+    sums: &mut Vec<U::Diff>,
+) {
     let mut position = 0;
-    while position < order.len() {
-        let first = order[position] as usize;
+    while position < len {
+        let start = position;
+        let first = at(start);
         let mut diff = <U::Diff as columnar::Columnar>::into_owned(view.diff(first));
         position += 1;
-        while position < order.len()
-            && view.cmp_at(first, &view, order[position] as usize) == Ordering::Equal
+        while position < len
+            && !differ(start, position)
+            && view.cmp_at(first, &view, at(position)) == Ordering::Equal
         {
-            diff.plus_equals_ref(view.diff(order[position] as usize));
+            diff.plus_equals_ref(view.diff(at(position)));
             position += 1;
         }
         if !diff.is_zero() {
-            order[kept] = first as u32;
+            order.push(first as u32);
             sums.push(diff);
-            kept += 1;
         }
     }
-    order.truncate(kept);
 }
 
 /// The key column as byte strings, when the keys are `String`s (or `Box<str>`s): both use
@@ -143,21 +174,25 @@ fn byte_string_keys<K: Columnar>(keys: &ContainerOf<K>) -> Option<&Strings> {
     (keys as &dyn Any).downcast_ref::<Strings>()
 }
 
-/// Sorts the indices of `view` into `order` by `(key, val, time)`, where `keys` are the byte
-/// strings of the key column.
+/// The indices of `view`, sorted by `(key, val, time)`, each beside its key's prefix integer
+/// (below), where `keys` are the byte strings of the key column.
 ///
 /// String keys often share a long prefix (paths, zero-padded numbers, URLs), and a plain
 /// comparison walks it again every time. Instead each key gets an 8-byte integer: its bytes
 /// just past the prefix common to all keys, zero-padded, big-endian. Integers compare in one
 /// instruction and agree with the byte order wherever they differ (a key that ends early pads
-/// with zeros, and a proper prefix sorts first anyway); equal integers fall back to the full
-/// comparison.
-fn sort_by_key_prefix<U: Update>(keys: &Strings, view: UpdatesView<'_, U>, order: &mut Vec<u32>) {
+/// with zeros, and a proper prefix sorts first anyway), so the pairs are sorted as plain
+/// integers first; only runs of equal integers are then sorted again by the full comparison.
+fn sort_by_key_prefix<U: Update>(keys: &Strings, view: UpdatesView<'_, U>) -> Vec<(u64, u32)> {
     let key = |index: usize| -> &[u8] { keys.get(index) };
     let first = key(0);
     let mut common = first.len();
     for index in 1..view.len() {
         let other = key(index);
+        // The common prefix rarely shrinks: one slice comparison confirms it.
+        if other.get(..common) == Some(&first[..common]) {
+            continue;
+        }
         common = first[..common]
             .iter()
             .zip(other)
@@ -177,11 +212,20 @@ fn sort_by_key_prefix<U: Update>(keys: &Strings, view: UpdatesView<'_, U>, order
     let mut keyed: Vec<(u64, u32)> = (0..view.len())
         .map(|index| (prefix(key(index)), index as u32))
         .collect();
-    keyed.sort_unstable_by(|a, b| {
-        a.0.cmp(&b.0)
-            .then_with(|| view.cmp_at(a.1 as usize, &view, b.1 as usize))
-    });
-    order.extend(keyed.iter().map(|(_, index)| *index));
+    keyed.sort_unstable();
+    let mut start = 0;
+    while start < keyed.len() {
+        let mut end = start + 1;
+        while end < keyed.len() && keyed[end].0 == keyed[start].0 {
+            end += 1;
+        }
+        if end - start > 1 {
+            keyed[start..end]
+                .sort_unstable_by(|a, b| view.cmp_at(a.1 as usize, &view, b.1 as usize));
+        }
+        start = end;
+    }
+    keyed
 }
 
 /// Consolidates `updates` in place, choosing the row or column path by type.
@@ -352,10 +396,22 @@ mod tests {
             prop_assert_eq!(consolidated, reference(&rows));
         }
 
+        /// Also on input already sorted, with or without equal neighbours (the pass that finds
+        /// sorted input also decides whether any neighbours need adding up).
         #[test]
-        fn columns_match_reference(rows in proptest::collection::vec(("[a-c]{0,3}", 0u64..3, 0u64..4, -2i64..3), 0..200)) {
+        fn columns_match_reference(
+            mut rows in proptest::collection::vec(("[a-c]{0,3}", 0u64..3, 0u64..4, -2i64..3), 0..200),
+            presorted in any::<bool>(),
+            distinct in any::<bool>(),
+        ) {
             type U = (String, u64, u64, i64);
             assert!(!rows_are_plain::<U>());
+            if presorted {
+                rows.sort();
+                if distinct {
+                    rows.dedup_by(|a, b| (&a.0, a.1, a.2) == (&b.0, b.1, b.2));
+                }
+            }
             let mut updates = Updates::<U>::from_rows(rows.iter());
             consolidate(&mut updates);
             updates.view().check_sorted_consolidated();
