@@ -161,7 +161,10 @@ fn measured<O>(
 #[inline(never)]
 fn ripple_cycle_timed<R: Record>(
     rounds: &[Updates<RippleUpdate<R>>],
-) -> (Duration, (Chain<RippleUpdate<R>>, MergeBatcher<RippleUpdate<R>>)) {
+) -> (
+    Duration,
+    (Chain<RippleUpdate<R>>, MergeBatcher<RippleUpdate<R>>),
+) {
     let start = Instant::now();
     let mut batcher = MergeBatcher::<RippleUpdate<R>>::new(BatcherConfig::default());
     for round in rounds {
