@@ -9,7 +9,9 @@
 //! the times to examine only while they do not cancel out) and the output history (from the
 //! operator's own trace) go to `key::reduce_key`, whose corrections become one output batch
 //! for `[lower, upper)`, inserted into the output trace and sent downstream. Times at or beyond
-//! `upper` that will need attention are kept, with capabilities, until their interval comes.
+//! `upper` that will need attention are kept, with capabilities, until their interval comes:
+//! as one list of `(key, time)` sorted by key, which each activation rewrites in a single pass
+//! beside its walk over the keys (the entries of keys it does not visit carry over as they are).
 
 mod key;
 mod replay;
@@ -103,9 +105,12 @@ where
                     // Capabilities for the deferred times.
                     let mut held = HeldCapabilities::<T>::default();
                     // Deferred times as `(key, time)`, sorted, to be taken up when `upper`
-                    // passes them; and, per activation, those it takes up.
+                    // passes them; and the list an activation writes for the next one.
                     let mut deferred: Vec<(K, T)> = Vec::new();
-                    let mut due: Vec<(K, T)> = Vec::new();
+                    let mut next_deferred: Vec<(K, T)> = Vec::new();
+                    // One key's deferred times: those now due, and those still beyond `upper`
+                    // together with the ones its pass defers.
+                    let mut later_times: Vec<T> = Vec::new();
                     // The keys to visit in an activation, sorted and distinct.
                     let mut keys: Vec<K> = Vec::new();
                     let mut key_times: Vec<T> = Vec::new();
@@ -184,20 +189,21 @@ where
                             }
                             false
                         });
-                        // ... and those with deferred times now inside the interval (both lists
-                        // stay sorted: the split keeps the order).
-                        due.clear();
-                        deferred.retain(|entry| {
-                            let now = !upper.less_equal(&entry.1);
-                            if now {
-                                due.push(entry.clone());
-                            }
-                            !now
-                        });
-                        Extend::extend(&mut keys, due.iter().map(|(key, _)| key.clone()));
+                        // ... and those with deferred times now inside the interval.
+                        Extend::extend(
+                            &mut keys,
+                            deferred
+                                .iter()
+                                .filter(|(_, time)| !upper.less_equal(time))
+                                .map(|(key, _)| key.clone()),
+                        );
                         keys.sort_unstable();
                         keys.dedup();
-                        let later = deferred.len();
+                        // The walk below writes the next deferred list in one pass, in order:
+                        // entries of keys it does not visit move over as they are, a visited
+                        // key's entries still beyond `upper` merge with those its pass defers.
+                        next_deferred.clear();
+                        let mut deferred_read = 0;
 
                         // The keys as a column, so cursors can seek with borrowed keys.
                         let mut key_column = <K as Columnar>::Container::default();
@@ -213,7 +219,6 @@ where
                         let mut input_history = Vec::new();
                         let mut new_updates = Vec::new();
                         let mut output_history = Vec::new();
-                        let mut due_index = 0;
                         let mut run_start = 0;
                         while run_start < keys.len() {
                             // One batched lookup per trace for a run of keys (each batch walked
@@ -231,11 +236,27 @@ where
                                 HitStream::start(&mut output_cursor, probes, output_lookup);
                             for (probe, key) in keys[run_start..run_end].iter().enumerate() {
                                 let key_ref = key_column.get(run_start + probe);
+                                // Entries of keys before this one are not due (every key
+                                // with a due entry is visited): they carry over.
+                                let skipped = skip_before(&deferred[deferred_read..], key);
+                                next_deferred.extend_from_slice(
+                                    &deferred[deferred_read..deferred_read + skipped],
+                                );
+                                deferred_read += skipped;
                                 key_times.clear();
-                                while due_index < due.len() && due[due_index].0 == *key {
-                                    key_times.push(due[due_index].1.clone());
-                                    due_index += 1;
+                                later_times.clear();
+                                while let Some((_, time)) = deferred
+                                    .get(deferred_read)
+                                    .filter(|(other, _)| other == key)
+                                {
+                                    if upper.less_equal(time) {
+                                        later_times.push(time.clone());
+                                    } else {
+                                        key_times.push(time.clone());
+                                    }
+                                    deferred_read += 1;
                                 }
+                                let kept = later_times.len();
                                 input_history.clear();
                                 history_hits.gather(probe, &mut input_history, |v| v);
                                 new_updates.clear();
@@ -251,7 +272,15 @@ where
                                     &mut scratch,
                                     &mut |input, output| logic(key_ref, input, output),
                                     &mut |val, time, diff| produced.push(key, val, time, diff),
-                                    &mut |time| deferred.push((key.clone(), time.clone())),
+                                    &mut |time| later_times.push(time.clone()),
+                                );
+                                if later_times.len() > kept {
+                                    later_times.sort_unstable();
+                                    later_times.dedup();
+                                }
+                                Extend::extend(
+                                    &mut next_deferred,
+                                    later_times.iter().map(|time| (key.clone(), time.clone())),
                                 );
                                 if produced.len() >= PRODUCED_FLUSH {
                                     batcher.push(produced.view());
@@ -260,13 +289,14 @@ where
                             }
                             run_start = run_end;
                         }
-                        debug_assert_eq!(due_index, due.len(), "a due key was not visited");
-                        // The kept entries are one sorted run, and keys are visited in order,
-                        // so the new ones are nearly another: a stable sort merges runs.
-                        if deferred.len() > later {
-                            deferred.sort();
-                            deferred.dedup();
-                        }
+                        debug_assert!(
+                            deferred[deferred_read..]
+                                .iter()
+                                .all(|(_, time)| upper.less_equal(time)),
+                            "a key with a due deferred time was not visited"
+                        );
+                        next_deferred.extend_from_slice(&deferred[deferred_read..]);
+                        std::mem::swap(&mut deferred, &mut next_deferred);
                         batcher.push(produced.view());
                         produced.clear();
 
@@ -308,6 +338,32 @@ where
             trace: reader,
         }
     }
+}
+
+/// How many of `entries` (sorted by key) have keys before `key`. Visited keys are dense among
+/// the deferred ones, so the answer is usually 0 or small: a gallop finds it in a few steps from
+/// the front, where a binary search over millions of entries would miss the cache at each.
+fn skip_before<K: Ord, T>(entries: &[(K, T)], key: &K) -> usize {
+    let before = |index: usize| entries[index].0 < *key;
+    if entries.is_empty() || !before(0) {
+        return 0;
+    }
+    // Invariant: `before(low)`; `high` is past the end or not before.
+    let (mut low, mut step) = (0, 1);
+    while low + step < entries.len() && before(low + step) {
+        low += step;
+        step *= 2;
+    }
+    let mut high = (low + step).min(entries.len());
+    while high - low > 1 {
+        let middle = low + (high - low) / 2;
+        if before(middle) {
+            low = middle;
+        } else {
+            high = middle;
+        }
+    }
+    high
 }
 
 /// A batched lookup of a run of keys in one trace, read key by key: the probes found come back
