@@ -622,3 +622,23 @@ where
         self.threshold(|_, count| R2::from(if *count > R::from(0) { 1 } else { 0 }))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::skip_before;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// The gallop agrees with a binary search, for keys before, among and after the entries.
+        #[test]
+        fn skip_before_counts_the_smaller_keys(
+            mut keys in proptest::collection::vec(0u32..64, 0..200),
+            key in 0u32..70,
+        ) {
+            keys.sort();
+            let entries: Vec<(u32, ())> = keys.into_iter().map(|k| (k, ())).collect();
+            let expected = entries.partition_point(|(other, _)| *other < key);
+            prop_assert_eq!(skip_before(&entries, &key), expected);
+        }
+    }
+}
