@@ -158,13 +158,14 @@ fn measured<O>(
 // The timed parts of each run are functions of their own, never inlined, so that a profiler can
 // select one engine's work by name, e.g. callgrind's `--toggle-collect='*ripple_cycle_timed*'`.
 
+/// A cycle's shipped chain and the batcher that kept the rest (dropped after the timing).
+type RippleCycleOutput<R> = (Chain<RippleUpdate<R>>, MergeBatcher<RippleUpdate<R>>);
+type DdCycleOutput<R> = (Vec<Vec<DdUpdate<R>>>, DdBatcher<R>);
+
 #[inline(never)]
 fn ripple_cycle_timed<R: Record>(
     rounds: &[Updates<RippleUpdate<R>>],
-) -> (
-    Duration,
-    (Chain<RippleUpdate<R>>, MergeBatcher<RippleUpdate<R>>),
-) {
+) -> (Duration, RippleCycleOutput<R>) {
     let start = Instant::now();
     let mut batcher = MergeBatcher::<RippleUpdate<R>>::new(BatcherConfig::default());
     for round in rounds {
@@ -175,9 +176,7 @@ fn ripple_cycle_timed<R: Record>(
 }
 
 #[inline(never)]
-fn dd_cycle_timed<R: Record>(
-    inputs: &mut [Vec<DdUpdate<R>>],
-) -> (Duration, (Vec<Vec<DdUpdate<R>>>, DdBatcher<R>)) {
+fn dd_cycle_timed<R: Record>(inputs: &mut [Vec<DdUpdate<R>>]) -> (Duration, DdCycleOutput<R>) {
     let start = Instant::now();
     let mut batcher = DdBatcher::<R>::new(None, 0);
     for round in inputs.iter_mut() {
