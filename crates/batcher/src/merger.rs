@@ -37,6 +37,10 @@ const GALLOP_AFTER: isize = 8;
 
 /// The first index in `lower..upper` at which `before(index)` is false, given that `before` is
 /// true at `lower` and, once false, stays false. Returns `upper` if it is true throughout.
+///
+/// `ripple_updates::search::gallop` answers the same for any start, first testing `before` at
+/// it; the merge has always just tested that, and with the shared one in its loop merges of
+/// colliding keys ran 3-4% slower (batcher-bench, 512 KiB and 8 MiB per side).
 #[inline(always)]
 pub(crate) fn gallop(lower: usize, upper: usize, before: impl Fn(usize) -> bool) -> usize {
     debug_assert!(lower < upper && before(lower));

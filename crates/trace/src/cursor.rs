@@ -6,6 +6,7 @@
 
 use crate::batch::{BatchData, KEY_FENCE};
 use columnar::{Borrow, BorrowedOf, Columnar, Index, Len, Ref};
+use ripple_updates::search::gallop;
 use ripple_updates::Update;
 use std::cmp::Ordering;
 
@@ -25,31 +26,6 @@ impl<U: Update> Clone for BatchCursor<'_, U> {
     fn clone(&self) -> Self {
         Self { ..*self }
     }
-}
-
-/// The first index in `[start, end)` at which `before` is false, given that `before` is true
-/// on a prefix of the range and false after it. Steps 1, 2, 4, ... from `start`, then halves:
-/// about `2 log d` probes to land `d` places away, so walking forward in small steps is cheap.
-#[inline]
-pub(crate) fn gallop(mut start: usize, end: usize, before: impl Fn(usize) -> bool) -> usize {
-    if start >= end || !before(start) {
-        return start;
-    }
-    // Invariant: before(start) holds.
-    let mut step = 1;
-    while start + step < end && before(start + step) {
-        start += step;
-        step <<= 1;
-    }
-    // The answer is in (start, min(start + step, end)].
-    let mut step = step >> 1;
-    while step > 0 {
-        if start + step < end && before(start + step) {
-            start += step;
-        }
-        step >>= 1;
-    }
-    start + 1
 }
 
 impl<'a, U: Update> BatchCursor<'a, U> {
@@ -238,7 +214,6 @@ impl<'a, U: Update> BatchCursor<'a, U> {
 
 #[cfg(test)]
 mod tests {
-    use super::gallop;
     use crate::batch::{FENCED_KEYS_MIN, KEY_FENCE};
     use crate::{Batch, Builder, Description};
     use proptest::prelude::*;
@@ -273,14 +248,6 @@ mod tests {
                 let expected = from + keys[from..].partition_point(|key| *key < target);
                 prop_assert_eq!(cursor.search_key(from, &target), expected, "from {} to {}", from, target);
             }
-        }
-
-        #[test]
-        fn gallop_finds_the_boundary(len in 0usize..300, boundary in 0usize..300, start in 0usize..300) {
-            let boundary = boundary.min(len);
-            let start = start.min(len);
-            let found = gallop(start, len, |i| i < boundary);
-            prop_assert_eq!(found, boundary.max(start));
         }
     }
 

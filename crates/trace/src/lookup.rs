@@ -23,9 +23,9 @@
 //! key from each before moving on.
 
 use crate::batch::KEY_FENCE;
-use crate::cursor::gallop;
 use crate::trace_cursor::TraceCursor;
 use columnar::{Columnar, Index, Len, Ref};
+use ripple_updates::search::gallop;
 use ripple_updates::Update;
 use std::cmp::Ordering;
 

@@ -27,6 +27,7 @@ use ripple_batcher::MergeBatcher;
 use ripple_trace::{
     Batch, Builder, Description, LookupScratch, TraceCursor, TraceHandle, TraceSnapshot,
 };
+use ripple_updates::search::gallop;
 use ripple_updates::{Abelian, Antichain, Data, PartialOrder, Semigroup, Time, Update, Updates};
 use timely::container::CapacityContainerBuilder;
 use timely::dataflow::channels::pact::Pipeline;
@@ -238,11 +239,13 @@ where
                                 let key_ref = key_column.get(run_start + probe);
                                 // Entries of keys before this one are not due (every key
                                 // with a due entry is visited): they carry over.
-                                let skipped = skip_before(&deferred[deferred_read..], key);
-                                next_deferred.extend_from_slice(
-                                    &deferred[deferred_read..deferred_read + skipped],
-                                );
-                                deferred_read += skipped;
+                                // Visited keys are dense among the deferred ones, so the
+                                // run is usually empty or short: a gallop from the front.
+                                let skipped = gallop(deferred_read, deferred.len(), |index| {
+                                    deferred[index].0 < *key
+                                });
+                                next_deferred.extend_from_slice(&deferred[deferred_read..skipped]);
+                                deferred_read = skipped;
                                 key_times.clear();
                                 later_times.clear();
                                 while let Some((_, time)) = deferred
@@ -338,32 +341,6 @@ where
             trace: reader,
         }
     }
-}
-
-/// How many of `entries` (sorted by key) have keys before `key`. Visited keys are dense among
-/// the deferred ones, so the answer is usually 0 or small: a gallop finds it in a few steps from
-/// the front, where a binary search over millions of entries would miss the cache at each.
-fn skip_before<K: Ord, T>(entries: &[(K, T)], key: &K) -> usize {
-    let before = |index: usize| entries[index].0 < *key;
-    if entries.is_empty() || !before(0) {
-        return 0;
-    }
-    // Invariant: `before(low)`; `high` is past the end or not before.
-    let (mut low, mut step) = (0, 1);
-    while low + step < entries.len() && before(low + step) {
-        low += step;
-        step *= 2;
-    }
-    let mut high = (low + step).min(entries.len());
-    while high - low > 1 {
-        let middle = low + (high - low) / 2;
-        if before(middle) {
-            low = middle;
-        } else {
-            high = middle;
-        }
-    }
-    high
 }
 
 /// A batched lookup of a run of keys in one trace, read key by key: the probes found come back
@@ -620,25 +597,5 @@ where
         R: Ord + From<i8>,
     {
         self.threshold(|_, count| R2::from(if *count > R::from(0) { 1 } else { 0 }))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::skip_before;
-    use proptest::prelude::*;
-
-    proptest! {
-        /// The gallop agrees with a binary search, for keys before, among and after the entries.
-        #[test]
-        fn skip_before_counts_the_smaller_keys(
-            mut keys in proptest::collection::vec(0u32..64, 0..200),
-            key in 0u32..70,
-        ) {
-            keys.sort();
-            let entries: Vec<(u32, ())> = keys.into_iter().map(|k| (k, ())).collect();
-            let expected = entries.partition_point(|(other, _)| *other < key);
-            prop_assert_eq!(skip_before(&entries, &key), expected);
-        }
     }
 }
