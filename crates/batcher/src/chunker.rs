@@ -256,15 +256,27 @@ impl<U: Update> Chunker<U> {
         // Update sizes vary, so allow the survivors some slack over their proportional share.
         self.writer.expect(kept_bytes + kept_bytes / 8, kept);
         let view = self.pending.view();
+        // Input already sorted and consolidated (a sorted load) survives whole and in place:
+        // it is copied column by column in bulk rather than gathered update by update.
+        let in_place = kept == before
+            && self
+                .order
+                .iter()
+                .enumerate()
+                .all(|(index, &survivor)| survivor as usize == index);
         let mut survivor = 0;
         while survivor < kept {
             self.writer.prepare(stash);
             let end = kept.min(survivor + self.writer.room());
-            self.writer.updates().extend_gather_with_diffs(
-                view,
-                &self.order[survivor..end],
-                &self.sums[survivor..end],
-            );
+            if in_place {
+                self.writer.updates().extend_from(view, survivor..end);
+            } else {
+                self.writer.updates().extend_gather_with_diffs(
+                    view,
+                    &self.order[survivor..end],
+                    &self.sums[survivor..end],
+                );
+            }
             survivor = end;
             if self.writer.is_full() {
                 self.writer.flush(&mut chunks, stash);

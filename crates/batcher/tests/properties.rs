@@ -105,8 +105,21 @@ proptest! {
         check_chunker::<IntU>(&rows, slice, cap)?;
     }
 
+    /// Also on sorted input (a sorted load), consolidated or not: consolidated sorted input is
+    /// copied into chunks in bulk instead of gathered.
     #[test]
-    fn chunker_columns_match_model(rows in str_rows(300), slice in 1usize..100, cap in 0usize..4) {
+    fn chunker_columns_match_model(
+        mut rows in str_rows(300),
+        slice in 1usize..100,
+        cap in 0usize..4,
+        sorted in 0usize..3,
+    ) {
+        if sorted > 0 {
+            rows.sort();
+        }
+        if sorted > 1 {
+            rows = model::<StrU>(&rows);
+        }
         check_chunker::<StrU>(&rows, slice, cap)?;
     }
 
