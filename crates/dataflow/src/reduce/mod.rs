@@ -109,8 +109,8 @@ where
                     // passes them; and the list an activation writes for the next one.
                     let mut deferred: Vec<(K, T)> = Vec::new();
                     let mut next_deferred: Vec<(K, T)> = Vec::new();
-                    // One key's deferred times: those now due, and those still beyond `upper`
-                    // together with the ones its pass defers.
+                    // One key's deferred times still beyond `upper`, with those its pass defers
+                    // (its times now due go to `key_times`).
                     let mut later_times: Vec<T> = Vec::new();
                     // The keys to visit in an activation, sorted and distinct.
                     let mut keys: Vec<K> = Vec::new();
@@ -238,9 +238,9 @@ where
                             for (probe, key) in keys[run_start..run_end].iter().enumerate() {
                                 let key_ref = key_column.get(run_start + probe);
                                 // Entries of keys before this one are not due (every key
-                                // with a due entry is visited): they carry over.
-                                // Visited keys are dense among the deferred ones, so the
-                                // run is usually empty or short: a gallop from the front.
+                                // with a due entry is visited): they carry over. Visited keys
+                                // are dense among the deferred ones, so that run is usually
+                                // empty or short: a gallop from the front finds its end.
                                 let skipped = gallop(deferred_read, deferred.len(), |index| {
                                     deferred[index].0 < *key
                                 });
