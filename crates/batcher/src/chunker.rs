@@ -11,12 +11,11 @@
 //! it, at least `CHUNK_BYTES_MIN` (32 KiB on the column path) and at most one full chunk
 //! (`chunk_bytes_max`). Pending input and its sorted copy are the chunker's transient memory, so
 //! a limit proportional to the data keeps it a small fraction at every size, and big inputs
-//! still sort in big pieces. For plain
-//! data the pending rows' buffer grows by doubling up to the limit (it holds at most twice what
-//! is pending) and, beyond 64 KiB and while the limit is more than a sixteenth of the data held,
-//! is sorted descending and cut into chunks from its end, each shrink giving memory back: the
-//! pending updates are then held about once, not as rows and chunks side by side, and no
-//! full-size buffer waits beside the chains between forms.
+//! still sort in big pieces. For plain data the pending rows' buffer grows by doubling up to the
+//! limit (it holds at most twice what is pending) and, beyond 64 KiB and while the limit is more
+//! than a sixteenth of the data held, is sorted descending and cut into chunks from its end, each
+//! shrink giving memory back: the pending updates are then held about once, not as rows and
+//! chunks side by side, and no full-size buffer waits beside the chains between forms.
 
 use crate::chain::Chain;
 use crate::chunk::{Chunk, ChunkWriter, Stash, CHUNK_BYTES_MIN};
@@ -241,7 +240,9 @@ impl<U: Update> Chunker<U> {
         }
         // Sort and sum by index: the survivors are written from `pending` straight into chunks,
         // with no sorted copy of the whole pending input in between.
-        consolidate_order(&self.pending, &mut self.order, &mut self.sums);
+        // Input found sorted and consolidated already (a sorted load) survives whole and in
+        // place: it is copied column by column in bulk rather than gathered update by update.
+        let in_place = consolidate_order(&self.pending, &mut self.order, &mut self.sums);
         let kept = self.order.len();
         if kept == 0 || (!finishing && kept < before / 2) {
             // Keep accumulating on top of what survived (at most half of the pending input).
@@ -256,14 +257,6 @@ impl<U: Update> Chunker<U> {
         // Update sizes vary, so allow the survivors some slack over their proportional share.
         self.writer.expect(kept_bytes + kept_bytes / 8, kept);
         let view = self.pending.view();
-        // Input already sorted and consolidated (a sorted load) survives whole and in place:
-        // it is copied column by column in bulk rather than gathered update by update.
-        let in_place = kept == before
-            && self
-                .order
-                .iter()
-                .enumerate()
-                .all(|(index, &survivor)| survivor as usize == index);
         let mut survivor = 0;
         while survivor < kept {
             self.writer.prepare(stash);

@@ -81,19 +81,27 @@ pub fn consolidate_columns<U: Update>(
     sums: &mut Vec<U::Diff>,
     output: &mut Updates<U>,
 ) {
-    consolidate_order(updates, order, sums);
-    output.extend_gather_with_diffs(updates.view(), order, sums);
+    if consolidate_order(updates, order, sums) {
+        output.extend_from(updates.view(), 0..updates.len());
+    } else {
+        output.extend_gather_with_diffs(updates.view(), order, sums);
+    }
 }
 
 /// The consolidation of `updates` as indices into it: on return `order[i]` is the first update
 /// of the `i`-th distinct `(key, val, time)` in sorted order and `sums[i]` its non-zero total
 /// diff. Nothing is copied out of the columns, so callers can write the survivors wherever they
 /// go.
+///
+/// Returns true when the input was found sorted and consolidated already (a sorted load): the
+/// survivors are then every update, in place, with their own diffs, and callers may copy the
+/// columns in bulk instead of gathering. (False does not rule that out; the gather is correct
+/// either way.)
 pub fn consolidate_order<U: Update>(
     updates: &Updates<U>,
     order: &mut Vec<u32>,
     sums: &mut Vec<U::Diff>,
-) {
+) -> bool {
     let view = updates.view();
     assert!(
         view.len() <= u32::MAX as usize,
@@ -123,6 +131,7 @@ pub fn consolidate_order<U: Update>(
             });
             if sorted {
                 sum_equal_runs(view, view.len(), |p| p, |_, _| distinct, order, sums);
+                return distinct && order.len() == view.len();
             } else {
                 let keyed = sort_by_key_prefix(keys, view);
                 // Different prefixes mean different keys: only equal ones need a comparison.
@@ -138,6 +147,7 @@ pub fn consolidate_order<U: Update>(
             sum_equal_runs(view, sorted.len(), at, |_, _| false, order, sums);
         }
     }
+    false
 }
 
 /// Walks `view` in a sorted order (`at(p)` is the index of the `p`-th of `len` updates), adds
