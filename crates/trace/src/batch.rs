@@ -13,7 +13,7 @@ use crate::history::Histories;
 use crate::offsets::OffsetList;
 use columnar::{AsBytes, Borrow, Columnar, Container, ContainerOf, Index, Len, Push};
 use ripple_updates::update::Row;
-use ripple_updates::{Semigroup, Update};
+use ripple_updates::{Lattice, Semigroup, Update};
 use std::cmp::Ordering;
 use std::rc::Rc;
 
@@ -155,7 +155,8 @@ impl<U: Update> Batch<U> {
     /// least one value, values strictly increasing within a key, each value with at least one
     /// update, times strictly increasing within a value, no zero diff, every time inside the
     /// description (`lower <= t`, not `upper <= t`; only checked when `since == lower`, as
-    /// advanced times may lie beyond `upper`), and offsets covering every column exactly.
+    /// advanced times may lie beyond `upper`), every time advanced by `since` (advancing it
+    /// again changes nothing), and offsets covering every column exactly.
     pub fn check_invariants(&self) {
         let data = &*self.data;
         let (keys, vals) = (data.keys.borrow(), data.vals.borrow());
@@ -233,8 +234,17 @@ impl<U: Update> Batch<U> {
                         keys.get(key),
                         vals.get(val)
                     );
+                    let time = U::Time::into_owned(time);
+                    let mut advanced = time.clone();
+                    advanced.advance_by(data.description.since.borrow());
+                    assert!(
+                        advanced == time,
+                        "time {time:?} of ({:?}, {:?}) not advanced by since {:?}",
+                        keys.get(key),
+                        vals.get(val),
+                        data.description.since
+                    );
                     if unadvanced {
-                        let time = U::Time::into_owned(time);
                         assert!(
                             data.description.lower.less_equal(&time)
                                 && !data.description.upper.less_equal(&time),

@@ -195,3 +195,108 @@ fn gather<U: Update>(
     });
     cursor.step_val();
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use ripple_updates::consolidate::consolidate_rows;
+    use ripple_updates::Antichain;
+    use timely::order::Product;
+
+    type P = Product<u64, u32>;
+    type U = (u64, u64, P, i64);
+
+    /// Rows as `(key, val, round, iteration, diff)`, rounds offset by `lower`.
+    type Raw = Vec<(u64, u64, u64, u32, i64)>;
+    type Rows = Vec<(u64, u64, P, i64)>;
+
+    fn frontier(elements: &[(u64, u32)]) -> Antichain<P> {
+        Antichain::from(
+            elements
+                .iter()
+                .map(|&(round, iteration)| Product::new(round, iteration))
+                .collect::<Vec<_>>(),
+        )
+    }
+
+    /// A batch of `raw` for rounds `[lower, lower + 4)`.
+    fn batch(raw: &Raw, lower: u64) -> (Batch<U>, Rows) {
+        let mut rows: Vec<_> = raw
+            .iter()
+            .map(|&(k, v, round, iteration, r)| (k, v, Product::new(lower + round, iteration), r))
+            .collect();
+        consolidate_rows::<U>(&mut rows);
+        let mut builder = Builder::<U>::new();
+        for (k, v, t, r) in &rows {
+            builder.push(k, v, t, r);
+        }
+        let description = Description::new(frontier(&[(lower, 0)]), frontier(&[(lower + 4, 0)]));
+        (builder.done(description), rows)
+    }
+
+    /// Merges in steps of `fuel`, as a spine's inserts would.
+    fn merge(older: Batch<U>, newer: Batch<U>, since: &Antichain<P>, fuel: isize) -> Batch<U> {
+        let mut merge = Merge::new(older, newer, since.borrow());
+        let mut budget = fuel;
+        while !merge.work(&mut budget) {
+            budget = fuel;
+        }
+        merge.complete()
+    }
+
+    /// The rows a merge must hold: all of them, times advanced by `since`, consolidated.
+    fn advanced(rows: &[(u64, u64, P, i64)], since: &Antichain<P>) -> Rows {
+        let mut rows: Vec<_> = rows
+            .iter()
+            .map(|&(k, v, mut t, r)| {
+                t.advance_by(since.borrow());
+                (k, v, t, r)
+            })
+            .collect();
+        consolidate_rows::<U>(&mut rows);
+        rows
+    }
+
+    fn raw() -> impl Strategy<Value = Raw> {
+        proptest::collection::vec((0u64..40, 0u64..3, 0u64..4, 0u32..3, -2i64..3), 0..80)
+    }
+
+    proptest! {
+        /// Three batches merged pairwise, the second merge with the same `since` as the first or
+        /// a later one, one or several elements, in steps of any fuel: the result is always the
+        /// union with times advanced by `since`, consolidated, and its times advanced already
+        /// (`check_invariants` runs on every build in debug builds).
+        #[test]
+        fn merges_hold_the_advanced_union(
+            first in raw(),
+            second in raw(),
+            third in raw(),
+            since in proptest::collection::vec((0u64..9, 0u32..3), 1..3),
+            later in proptest::option::of((4u64..12, 0u32..3)),
+            fuel in 1isize..40,
+        ) {
+            let since = frontier(&since);
+            let (first, mut rows) = batch(&first, 0);
+            let (second, second_rows) = batch(&second, 4);
+            let (third, third_rows) = batch(&third, 8);
+            rows.extend(second_rows);
+            let merged = merge(first, second, &since, fuel);
+            prop_assert_eq!(merged.to_rows(), advanced(&rows, &since));
+            rows.extend(third_rows);
+            let since = match later {
+                // Compaction only moves forward: each element joined with a later time.
+                Some((round, iteration)) => frontier(
+                    &since
+                        .iter()
+                        .map(|t| t.join(&Product::new(round, iteration)))
+                        .map(|t| (t.outer, t.inner))
+                        .collect::<Vec<_>>(),
+                ),
+                None => since,
+            };
+            let merged = merge(merged, third, &since, fuel);
+            prop_assert_eq!(merged.to_rows(), advanced(&rows, &since));
+        }
+    }
+}
