@@ -200,6 +200,18 @@ impl<'a, U: Update> BatchCursor<'a, U> {
         self.key_fences.get(index)
     }
 
+    /// Prefetches the first value and the first update of key `key`, for a read of them a
+    /// little later (see [`crate::lookup::next_hit_key`]).
+    #[inline]
+    pub(crate) fn prefetch_key(&self, key: usize) {
+        let data = self.data;
+        let val = data.key_ends.start(key);
+        crate::batch::prefetch_item::<U::Val>(&data.vals, val, data.val_ends.len());
+        if val < data.val_ends.len() {
+            data.histories.prefetch(data.val_ends.start(val));
+        }
+    }
+
     /// The number of keys in the batch.
     pub fn key_count(&self) -> usize {
         self.keys.len()

@@ -76,6 +76,23 @@ impl<T: Time, R: Semigroup> Histories<T, R> {
         (self.times.borrow().get(pair), self.diffs.borrow().get(pair))
     }
 
+    /// Prefetches what reading update `update` will touch: its index entry, or its pair when
+    /// plain (see [`crate::batch::prefetch_item`]).
+    #[inline]
+    pub(crate) fn prefetch(&self, update: usize) {
+        use crate::batch::prefetch_item;
+        match &self.index {
+            PairIndex::Plain => {
+                prefetch_item::<T>(&self.times, update, self.len);
+                prefetch_item::<R>(&self.diffs, update, self.len);
+            }
+            PairIndex::Single => {}
+            PairIndex::Narrow8(index) => prefetch_item::<u8>(index, update, self.len),
+            PairIndex::Narrow16(index) => prefetch_item::<u16>(index, update, self.len),
+            PairIndex::Wide(index) => prefetch_item::<u32>(index, update, self.len),
+        }
+    }
+
     /// The number of distinct pairs stored (all updates when plain).
     pub fn stored_pairs(&self) -> usize {
         self.times.len()

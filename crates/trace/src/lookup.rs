@@ -41,6 +41,8 @@ pub struct LookupScratch {
     single: Option<bool>,
     /// Per probe, the number of key fences at or below it (see [`intersect_fenced`]).
     blocks: Vec<u32>,
+    /// Whether some batch is big (has key fences), so that [`next_hit_key`] prefetches.
+    prefetch: bool,
 }
 
 /// The values of one probed key, across the batches that have it.
@@ -113,6 +115,7 @@ pub fn start<'p, U: Update, P>(
         "lookup probes must be sorted"
     );
     scratch.single = None;
+    scratch.prefetch = cursor.cursors.iter().any(|batch| batch.fence_count() > 0);
     let batch_count = cursor.cursors.len();
     scratch.next.clear();
     scratch.next.resize(batch_count, 0);
@@ -314,6 +317,10 @@ pub fn next_hit<U: Update>(
     hit
 }
 
+/// How many hits ahead of the one it hands out [`next_hit_key`] prefetches in a big batch (bfs
+/// on the 1m/10m graph: 4, 8 and 16 all cut 10% to 15% at 1,000 updates per step).
+const PREFETCH_AHEAD: usize = 8;
+
 /// Like [`next_hit`], without ordering the key's values across batches: read them batch by
 /// batch with the cursor's `map_key_updates`.
 pub fn next_hit_key<U: Update>(
@@ -349,7 +356,26 @@ pub fn next_hit_key<U: Update>(
             }
         }
     }
+    if scratch.prefetch {
+        prefetch_ahead(cursor, scratch);
+    }
     Some(least as usize)
+}
+
+/// In a big batch (one with key fences) the hits a few places ahead of those just handed out
+/// are likely out of cache: starts loading them now, so that their reads, when their turn
+/// comes, overlap with the work on this key instead of waiting in line. Small batches stay in
+/// cache, and there a prefetch would only cost. Out of line, so that lookups into small
+/// batches run the same code as without it.
+#[inline(never)]
+fn prefetch_ahead<U: Update>(cursor: &TraceCursor<'_, U>, scratch: &LookupScratch) {
+    for &batch in &cursor.at_key {
+        let (hits, next) = (&scratch.hits[batch], scratch.next[batch]);
+        let batch_cursor = &cursor.cursors[batch];
+        if next + PREFETCH_AHEAD < hits.len() && batch_cursor.fence_count() > 0 {
+            batch_cursor.prefetch_key(hits[next + PREFETCH_AHEAD].1 as usize);
+        }
+    }
 }
 
 #[cfg(test)]

@@ -293,6 +293,54 @@ proptest! {
     }
 }
 
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(12))]
+
+    /// Batches big enough to have key fences, where the two-step lookup prefetches the hits
+    /// ahead of the one it hands out: every way of reading finds what the model holds, however
+    /// the probes are spread (dense runs, sparse strides, probes past the keys).
+    #[test]
+    fn big_batches_read_alike_every_way(
+        seed in 0u64..1000,
+        stride in prop_oneof![Just(1u64), Just(3), Just(97)],
+        probe_count in 1usize..400,
+    ) {
+        let mut spine = Spine::<(u64, u64, u64, i64)>::new(SpineConfig::default());
+        let mut model = Vec::new();
+        for (index, keys) in [6000u64, 4500].into_iter().enumerate() {
+            let time = index as u64;
+            // Keys spread by a seed-dependent step; one to three values, one or two updates.
+            let rows: Vec<_> = (0..keys)
+                .flat_map(|k| {
+                    let key = k * 2 + (seed + k) % 2;
+                    let values = 1 + (key * 7 + seed) % 3;
+                    (0..values).flat_map(move |v| {
+                        let updates = 1 + (key + v) % 2;
+                        (0..updates).map(move |u| (key, v, time, 1 + u as i64))
+                    })
+                })
+                .collect();
+            model.extend(rows.iter().cloned());
+            spine.insert(build(
+                rows,
+                Description::new(Antichain::from_elem(time), Antichain::from_elem(time + 1)),
+            ));
+        }
+        let probes: Vec<u64> = (0..probe_count as u64).map(|p| (seed + p * stride) % 13_000).collect();
+        let mut probes = probes;
+        probes.sort();
+        probes.dedup();
+        let time = 1;
+        let expected: Vec<_> = model_at(&model, &time)
+            .into_iter()
+            .filter(|(k, _, _)| probes.binary_search(k).is_ok())
+            .collect();
+        prop_assert_eq!(&lookup_at(&spine, &probes, &time), &expected);
+        prop_assert_eq!(&key_hits_at(&spine, &probes, &time), &expected);
+        prop_assert_eq!(&seeks_at(&spine, &probes, &time), &expected);
+    }
+}
+
 /// With little effort a merge can still be running when a larger batch arrives and collapses
 /// the levels below it: the collapse must finish that merge, not drop its inputs.
 #[test]
