@@ -326,8 +326,8 @@ proptest! {
                 Description::new(Antichain::from_elem(time), Antichain::from_elem(time + 1)),
             ));
         }
-        let probes: Vec<u64> = (0..probe_count as u64).map(|p| (seed + p * stride) % 13_000).collect();
-        let mut probes = probes;
+        let mut probes: Vec<u64> =
+            (0..probe_count as u64).map(|p| (seed + p * stride) % 13_000).collect();
         probes.sort();
         probes.dedup();
         let time = 1;
