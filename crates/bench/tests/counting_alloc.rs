@@ -33,6 +33,11 @@ fn counts_allocations() {
     assert_eq!(live_bytes(), before + 100);
     drop(small);
     assert_eq!(live_bytes(), before);
+    // A short-lived peak below the slack, freed before any read, still counts.
+    reset_peak();
+    drop(std::hint::black_box(Vec::<u8>::with_capacity(1000)));
+    assert_eq!(peak_bytes(), before + 1000);
+    assert_eq!(live_bytes(), before);
 
     // Another thread's counts reach the shared counters within the slack, and a peak reached
     // there is seen here.

@@ -10,7 +10,7 @@
 //!
 //! One test function, so no other test thread allocates meanwhile.
 
-use ripple_bench::alloc::{live_bytes, peak_bytes, reset_peak, CountingAlloc};
+use ripple_bench::alloc::{allocation_calls, live_bytes, peak_bytes, reset_peak, CountingAlloc};
 use ripple_trace::{Builder, Description, LookupScratch, SpineConfig, TraceHandle};
 use ripple_updates::Antichain;
 
@@ -76,6 +76,7 @@ fn reads_and_shares_without_copying() {
     );
 
     let before = live_bytes();
+    let calls = allocation_calls();
     reset_peak();
     let (mut updates, mut key_bytes) = (0usize, 0usize);
     cursor.rewind_keys();
@@ -99,6 +100,7 @@ fn reads_and_shares_without_copying() {
         },
     );
     assert_eq!(peak_bytes(), before, "reading the trace allocated");
+    assert_eq!(allocation_calls(), calls, "reading the trace allocated");
     assert_eq!(updates, snapshot.len());
     assert!(key_bytes > 0);
     assert!(found > 0, "some probes name existing keys");
