@@ -31,7 +31,7 @@ static LIVE: AtomicIsize = AtomicIsize::new(0);
 static PEAK: AtomicIsize = AtomicIsize::new(0);
 static CALLS: AtomicUsize = AtomicUsize::new(0);
 
-/// A thread's pending byte count moves to [`LIVE`] when it reaches this far from zero.
+/// A thread's pending byte count moves to the shared count when it reaches this far from zero.
 pub const SLACK_BYTES: isize = 4 << 10;
 /// A thread moves its call count to the shared counter at this many calls.
 pub const SLACK_CALLS: usize = 64;
