@@ -39,9 +39,9 @@ pub const SLACK_CALLS: usize = 64;
 thread_local! {
     // `const` and without `Drop`: no lazy initialisation and no destructor to register, so
     // using them inside the allocator never allocates.
-    static BYTES: Cell<isize> = const { Cell::new(0) };
-    /// The highest `BYTES` reached since it was last published (at least 0).
-    static HIGH: Cell<isize> = const { Cell::new(0) };
+    /// Bytes counted but not yet published, and the highest that count reached since the last
+    /// publication (at least 0).
+    static PENDING: Cell<(isize, isize)> = const { Cell::new((0, 0)) };
     static CALLED: Cell<usize> = const { Cell::new(0) };
 }
 
@@ -58,19 +58,14 @@ fn publish_bytes(delta: isize, high: isize) {
 
 #[inline]
 fn count_bytes(delta: isize) {
-    let kept = BYTES.try_with(|bytes| {
-        let local = bytes.get() + delta;
-        let high = HIGH.with(|high| {
-            let reached = high.get().max(local);
-            high.set(reached);
-            reached
-        });
-        if local.unsigned_abs() >= SLACK_BYTES.unsigned_abs() {
-            bytes.set(0);
-            HIGH.with(|high| high.set(0));
-            publish_bytes(local, high);
+    let kept = PENDING.try_with(|pending| {
+        let (bytes, high) = pending.get();
+        let (bytes, high) = (bytes + delta, high.max(bytes + delta));
+        if bytes.unsigned_abs() >= SLACK_BYTES.unsigned_abs() {
+            pending.set((0, 0));
+            publish_bytes(bytes, high);
         } else {
-            bytes.set(local);
+            pending.set((bytes, high));
         }
     });
     // Unreachable with native thread-locals (see the module documentation); counting directly
@@ -99,8 +94,9 @@ fn count_call() {
 
 /// Moves the calling thread's counts to the shared counters.
 fn flush_this_thread() {
-    let bytes = BYTES.try_with(|bytes| bytes.replace(0)).unwrap_or(0);
-    let high = HIGH.try_with(|high| high.replace(0)).unwrap_or(0);
+    let (bytes, high) = PENDING
+        .try_with(|pending| pending.replace((0, 0)))
+        .unwrap_or((0, 0));
     if bytes != 0 || high != 0 {
         publish_bytes(bytes, high);
     }
