@@ -42,7 +42,7 @@ impl<U: Update> Merge<U> {
         mut builder: Builder<U>,
     ) -> Self {
         debug_assert!(builder.is_empty(), "a merge starts with an empty builder");
-        builder.expect(older.len() + newer.len());
+        builder.expect_merge(&older, &newer);
         assert_eq!(
             older.description().upper,
             newer.description().lower,
