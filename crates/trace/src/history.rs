@@ -319,25 +319,21 @@ impl<T: Time, R: Semigroup> HistoriesBuilder<T, R> {
     /// Replaces the dictionary by one pair per update.
     fn go_plain(&mut self) {
         debug_assert_eq!(self.stage, Stage::Dictionary);
-        if self.expected > self.len.max(SIZED_PLAIN_MIN) {
-            // Fresh buffers, so their capacity is what is reserved here. Columnar containers
-            // reserve room for copies of a container: the dictionary's pairs, `copies` times.
-            let pairs = self.times.len().max(1);
-            let copies = self.expected.div_ceil(pairs);
-            let (times, diffs) = &mut self.spare;
-            *times = Default::default();
-            *diffs = Default::default();
-            times.reserve_for(std::iter::repeat_n(self.times.borrow(), copies));
-            diffs.reserve_for(std::iter::repeat_n(self.diffs.borrow(), copies));
-            self.reserved = copies * self.times.len();
-        }
         let (times, diffs) = &mut self.spare;
         times.clear();
         diffs.clear();
-        if self.reserved == 0 && self.expected > self.len {
-            // Room for the expected updates in the reused buffers, so they do not double
-            // their way there (a copy at every step).
+        if self.expected > self.len {
+            // Room for the expected updates at once, so the buffers do not double their way
+            // there (a copy at every step). Columnar containers reserve room for copies of a
+            // container: the dictionary's pairs, `copies` times.
             let copies = self.expected.div_ceil(self.times.len().max(1));
+            if self.expected > SIZED_PLAIN_MIN {
+                // Fresh buffers, so their capacity is what is reserved here (`build` may hand
+                // them to the batch as they are).
+                *times = Default::default();
+                *diffs = Default::default();
+                self.reserved = copies * self.times.len();
+            }
             times.reserve_for(std::iter::repeat_n(self.times.borrow(), copies));
             diffs.reserve_for(std::iter::repeat_n(self.diffs.borrow(), copies));
         }
