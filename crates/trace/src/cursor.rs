@@ -107,15 +107,12 @@ impl<'a, U: Update> BatchCursor<'a, U> {
 
     /// Calls `logic` with the time and diff of each update of the current value, in time order.
     #[inline]
-    pub fn map_times(&self, mut logic: impl FnMut(Ref<'a, U::Time>, Ref<'a, U::Diff>)) {
+    pub fn map_times(&self, logic: impl FnMut(Ref<'a, U::Time>, Ref<'a, U::Diff>)) {
         if !self.val_valid() {
             return;
         }
-        let histories = &self.data.histories;
-        for update in self.data.val_ends.start(self.val)..self.data.val_ends.end(self.val) {
-            let (time, diff) = histories.get(update);
-            logic(time, diff);
-        }
+        let range = self.data.val_ends.start(self.val)..self.data.val_ends.end(self.val);
+        self.data.histories.for_each_in(range, logic);
     }
 
     /// Advances to the next key.
