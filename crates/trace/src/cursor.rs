@@ -197,15 +197,29 @@ impl<'a, U: Update> BatchCursor<'a, U> {
         self.key_fences.get(index)
     }
 
-    /// Prefetches the first value and the first update of key `key`, for a read of them a
-    /// little later (see [`crate::lookup::next_hit_key`]).
+    /// Prefetches part of what reading key `key` will touch, for a read a little later (see
+    /// [`crate::lookup::next_hit_key`]). The trie's levels depend on one another (a key's
+    /// offset says where its values are, a value's where its updates are), so a prefetch of
+    /// all of it at once would wait on the first two misses; instead, called for the same key
+    /// with `stage` 0, 1 and 2 in turn, some keys apart, each stage reads only what an earlier
+    /// one brought in: 0 the key's offset, 1 its first value and that value's offset, 2 the
+    /// value's first update.
     #[inline]
-    pub(crate) fn prefetch_key(&self, key: usize) {
+    pub(crate) fn prefetch_key(&self, key: usize, stage: usize) {
         let data = self.data;
-        let val = data.key_ends.start(key);
-        crate::batch::prefetch_item::<U::Val>(&data.vals, val, data.val_ends.len());
-        if val < data.val_ends.len() {
-            data.histories.prefetch(data.val_ends.start(val));
+        match stage {
+            0 => data.key_ends.prefetch_start(key),
+            1 => {
+                let val = data.key_ends.start(key);
+                crate::batch::prefetch_item::<U::Val>(&data.vals, val, data.val_ends.len());
+                data.val_ends.prefetch_start(val);
+            }
+            _ => {
+                let val = data.key_ends.start(key);
+                if val < data.val_ends.len() {
+                    data.histories.prefetch(data.val_ends.start(val));
+                }
+            }
         }
     }
 

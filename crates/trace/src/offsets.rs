@@ -57,6 +57,21 @@ impl OffsetList {
         }
     }
 
+    /// Prefetches what [`Self::start`] of range `index` will read (nothing when uniform).
+    #[inline]
+    pub(crate) fn prefetch_start(&self, index: usize) {
+        if self.uniform.is_some() || index == 0 || index > self.len {
+            return;
+        }
+        let entry = index - 1;
+        if entry < self.narrow.len() {
+            crate::batch::prefetch_item::<u32>(&self.narrow, entry, self.narrow.len());
+        } else {
+            let entry = entry - self.narrow.len();
+            crate::batch::prefetch_item::<u64>(&self.wide, entry, self.wide.len());
+        }
+    }
+
     /// The last end, or 0.
     #[inline(always)]
     pub fn last_end(&self) -> usize {

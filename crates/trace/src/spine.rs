@@ -40,10 +40,11 @@ pub struct SpineConfig {
     /// Merge work granted per inserted update (at least 1 unit per insert). Higher values
     /// finish merges sooner, holding fewer batches for readers to walk. 4 is enough for merges
     /// to keep up, and 8 (differential-dataflow's budget per record) beats 4 by about 5% in
-    /// bfs at one update per step. The default, 32, beats 8 by 2% to 4% in bfs on the 1m/10m
-    /// graph at 100,000 updates per step, where the reduce's batched lookups (a quarter of
-    /// the time) probe every big batch of its input and output traces; from 1 to 1,000 and
-    /// at 1,000,000 per step the two are within noise (paired runs; 64 gained nothing more).
+    /// bfs at one update per step. The default, 32, beats 8 by about 3% in bfs on the 1m/10m
+    /// graph at 100,000 updates per step with one worker, where the reduce's batched lookups
+    /// (a quarter of the time) probe every big batch of its input and output traces; with two
+    /// workers there, from 1 to 1,000 and at 1,000,000 per step the two are within noise
+    /// (paired runs of 1,000,000 updates; 64 gained nothing more).
     pub effort: usize,
 }
 

@@ -297,8 +297,10 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(12))]
 
     /// Batches big enough to have key fences, where the two-step lookup prefetches the hits
-    /// ahead of the one it hands out: every way of reading finds what the model holds, however
-    /// the probes are spread (dense runs, sparse strides, probes past the keys).
+    /// ahead of the one it hands out (in stages: offsets, then values, then updates; keys
+    /// have one to three values, so the offsets are stored): every way of reading finds what
+    /// the model holds, however the probes are spread (dense runs, which walk the stretch of
+    /// keys they span, sparse strides, which bisect within fences, probes past the keys).
     #[test]
     fn big_batches_read_alike_every_way(
         seed in 0u64..1000,
