@@ -8,11 +8,14 @@
 //! in an order that extends the partial order (so corrections at earlier times are seen by
 //! later ones); times at or beyond `upper` are deferred.
 //!
-//! Totally ordered histories (the common case) take a single sweep: the accumulations grow as
-//! the times advance, so each update is added once. Partially ordered histories are replayed in
-//! [`super::replay`], which forms the join closure lazily and collapses passed updates by the
-//! meet of the times still to come.
+//! Totally ordered histories (the common case outside iterations) take a single sweep: the
+//! accumulations grow as the times advance, so each update is added once. Partially ordered
+//! histories whose times to examine in the interval still form a chain (the common case
+//! inside iterations) take a single sweep too, in [`super::chain`]. Any other shape is
+//! replayed in [`super::replay`], which forms the join closure lazily and collapses passed
+//! updates by the meet of the times still to come.
 
+use super::chain::{chain_key, ChainScratch};
 use super::replay::{corrections, replay_key, ReplayScratch};
 use columnar::Ref;
 use ripple_updates::consolidate::consolidate_pairs;
@@ -25,7 +28,8 @@ pub(crate) struct KeyScratch<'a, V: Data, V2, T, R, R2> {
     desired: Vec<(V2, R2)>,
     times: Vec<T>,
     deferred: Vec<T>,
-    chain: Vec<T>,
+    all_times: Vec<T>,
+    chain: ChainScratch<'a, V, V2, T, R, R2>,
     replay: ReplayScratch<'a, V, V2, T, R, R2>,
 }
 
@@ -37,7 +41,8 @@ impl<V: Data, V2, T, R, R2> Default for KeyScratch<'_, V, V2, T, R, R2> {
             desired: Vec::new(),
             times: Vec::new(),
             deferred: Vec::new(),
-            chain: Vec::new(),
+            all_times: Vec::new(),
+            chain: ChainScratch::default(),
             replay: ReplayScratch::default(),
         }
     }
@@ -47,8 +52,9 @@ impl<V: Data, V2, T, R, R2> Default for KeyScratch<'_, V, V2, T, R, R2> {
 /// interval's lower bound and `batch` its new updates inside the interval; `output` its output
 /// history. `history` and `output` may come in any order (the operator reads them batch by
 /// batch); all three are scratch, their contents unspecified afterwards. `deferred` lists
-/// the times earlier passes deferred to this interval. Corrections at times in the interval go
-/// to `emit`; times at or beyond `upper` that will need examining go to `defer`.
+/// the times earlier passes deferred to this interval (none at or beyond `upper`).
+/// Corrections at times in the interval go to `emit`; times at or beyond `upper` that will
+/// need examining go to `defer`.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn reduce_key<'a, V, V2, T, R, R2>(
     history: &mut Vec<(Ref<'a, V>, T, R)>,
@@ -77,8 +83,25 @@ pub(crate) fn reduce_key<'a, V, V2, T, R, R2>(
     // A time incomparable with the first new time settles it without sorting anything: the
     // common case inside iterations. (`times` covers the new updates' times.)
     let partial = has_incomparable(history, output, times)
-        || !is_totally_ordered(history, output, times, &mut scratch.chain);
+        || !is_totally_ordered(history, output, times, &mut scratch.all_times);
     if partial {
+        // Usually the times to examine still form a chain (see `super::chain`).
+        if chain_key(
+            history,
+            batch,
+            output,
+            &scratch.times,
+            upper,
+            &mut scratch.chain,
+            &mut scratch.input_acc,
+            &mut scratch.output_acc,
+            &mut scratch.desired,
+            logic,
+            emit,
+            defer,
+        ) {
+            return;
+        }
         let deferred_sorted = &mut scratch.deferred;
         deferred_sorted.clear();
         deferred_sorted.extend_from_slice(deferred);
@@ -254,12 +277,15 @@ mod tests {
             // Newest first, values in no particular order.
             compacted_output.reverse();
             let mut produced = Vec::new();
-            let mut later = Vec::new();
+            // As the operator does: deferred times still beyond `upper` wait for a later
+            // interval; only the due ones are passed.
+            let (due, mut later): (Vec<T>, Vec<T>) =
+                deferred.iter().cloned().partition(|t| !upper.less_equal(t));
             reduce_key(
                 &mut history,
                 &mut batch,
                 &mut compacted_output,
-                &deferred,
+                &due,
                 upper.borrow(),
                 &mut scratch,
                 &mut |input, out| logic(input, out),
@@ -315,6 +341,25 @@ mod tests {
                 .flat_map(|o| (1..4u32).map(move |i| Antichain::from_iter([Product::new(o - 1, i), Product::new(o, 0)])))
                 .collect();
             let grid: Vec<_> = (0..5u64).flat_map(|o| (0..5u32).map(move |i| Product::new(o, i))).collect();
+            check(&updates, &uppers, &grid)?;
+        }
+
+        /// Intervals as `iterate` makes them with big steps: one round at a time for all the
+        /// outer times of a step (three per step here). New times then mostly form a chain
+        /// while the histories hold later rounds, the shape `super::chain` sweeps.
+        #[test]
+        fn rounds_of_many_outer_times(updates in proptest::collection::vec(
+            (0u64..3, (0u64..6, 0u32..6).prop_map(|(o, i)| Product::new(o, i)), prop_oneof![Just(1i64), Just(-1)]),
+            0..30,
+        )) {
+            let staircase = |step: u64, round: u32| {
+                Antichain::from_iter([Product::new(3 * step, round), Product::new(3 * step + 3, 0)])
+            };
+            let uppers: Vec<Antichain<Product<u64, u32>>> = (0..2u64)
+                .flat_map(|step| (1..5u32).map(move |round| staircase(step, round)))
+                .chain(std::iter::once(Antichain::from_elem(Product::new(6, 0))))
+                .collect();
+            let grid: Vec<_> = (0..7u64).flat_map(|o| (0..7u32).map(move |i| Product::new(o, i))).collect();
             check(&updates, &uppers, &grid)?;
         }
 

@@ -13,6 +13,7 @@
 //! as one list of `(key, time)` sorted by key, which each activation rewrites in a single pass
 //! beside its walk over the keys (the entries of keys it does not visit carry over as they are).
 
+mod chain;
 mod key;
 mod replay;
 

@@ -107,7 +107,9 @@ fn advance_passed<V: Ord, T: Time, R: Semigroup>(passed: &mut Vec<(V, T, R)>, me
 /// sort merges those runs (cheaper than merging the batches' values while reading them, whose
 /// comparisons mispredicted). Advancing by the meet makes many of a value's times equal: the
 /// updates that cancel vanish, and their times need no visit.
-fn consolidate_values_then_sort<V: Ord, T: Time, R: Semigroup>(updates: &mut Vec<(V, T, R)>) {
+pub(crate) fn consolidate_values_then_sort<V: Ord, T: Time, R: Semigroup>(
+    updates: &mut Vec<(V, T, R)>,
+) {
     updates.sort_by(|a, b| a.0.cmp(&b.0));
     consolidate_within_values(updates);
     updates.sort_unstable_by(|a, b| a.1.cmp(&b.1));

@@ -1,0 +1,281 @@
+//! Reduce for one key whose times to examine form a chain: one sweep, no replay.
+//!
+//! Inside an iteration an interval usually covers one round of many outer times: the key's new
+//! times are `(t₁, i), (t₂, i), ...` with `t₁ < t₂ < ...`, a chain, while its history also
+//! holds times of later rounds, incomparable with the new ones. Those later times matter only
+//! beyond the interval's `upper`, so the times to examine now are still a chain and a single
+//! sweep settles them, as for totally ordered times. [`chain_key`] checks that shape and does
+//! the sweep; any other shape goes to the general replay.
+//!
+//! Why the sweep is exact. Let `p₀` be the least new time: the new times `P` are a chain, so
+//! every time whose output may change is at or after `p₀`, and the histories can be advanced
+//! by it (joined with it) and consolidated without changing any accumulation that matters.
+//! Then every update time is at or after `p₀`: the times before `upper` are examined (they
+//! and `P` must form a chain, else the shape does not hold), those at or beyond it deferred.
+//! A join of update times is before `upper` only if all its parts are, and then, the parts
+//! being a chain, it is the greatest of them: the examined times are closed under join, and
+//! every time beyond `upper` whose output may change is at or after a deferred one. An
+//! examined time's accumulation is the updates at or before it in the chain: running sums.
+
+use super::replay::{consolidate_values_then_sort, corrections};
+use columnar::Ref;
+use ripple_updates::consolidate::consolidate_pairs;
+use ripple_updates::{Abelian, AntichainRef, Data, Semigroup, Time};
+
+/// Buffers reused across keys.
+pub(crate) struct ChainScratch<'a, V: Data, V2, T, R, R2> {
+    /// The input history's updates before `upper`, sorted by time.
+    input: Vec<(Ref<'a, V>, T, R)>,
+    /// The output history's updates before `upper`, sorted by time.
+    output: Vec<(V2, T, R2)>,
+    /// The times to examine: the new times and the history times before `upper`.
+    examine: Vec<T>,
+    /// Times at or beyond `upper` that will need examining.
+    deferred: Vec<T>,
+    /// One examined time's corrections, added to the output accumulation after it.
+    fixes: Vec<(V2, R2)>,
+}
+
+impl<V: Data, V2, T, R, R2> Default for ChainScratch<'_, V, V2, T, R, R2> {
+    fn default() -> Self {
+        Self {
+            input: Vec::new(),
+            output: Vec::new(),
+            examine: Vec::new(),
+            deferred: Vec::new(),
+            fixes: Vec::new(),
+        }
+    }
+}
+
+fn is_chain<T: Time>(sorted: &[T]) -> bool {
+    sorted.windows(2).all(|pair| pair[0].less_equal(&pair[1]))
+}
+
+/// The corrections for one key when its times to examine form a chain; returns `false`, having
+/// emitted and deferred nothing, when they do not. `times` are the key's new times, sorted and
+/// distinct, none at or beyond `upper`: those of `batch` and those deferred to this interval.
+/// The histories come in any order and are left advanced by the
+/// least new time and consolidated (as the replay would make them); `input_acc`, `output_acc`
+/// and `desired` are scratch. Otherwise as [`super::replay::replay_key`], whose corrections it
+/// matches.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn chain_key<'a, V, V2, T, R, R2>(
+    history: &mut Vec<(Ref<'a, V>, T, R)>,
+    batch: &mut [(Ref<'a, V>, T, R)],
+    output: &mut Vec<(V2, T, R2)>,
+    times: &[T],
+    upper: AntichainRef<'_, T>,
+    scratch: &mut ChainScratch<'a, V, V2, T, R, R2>,
+    input_acc: &mut Vec<(Ref<'a, V>, R)>,
+    output_acc: &mut Vec<(V2, R2)>,
+    desired: &mut Vec<(V2, R2)>,
+    logic: &mut impl FnMut(&[(Ref<'a, V>, R)], &mut Vec<(V2, R2)>),
+    emit: &mut impl FnMut(&V2, &T, &R2),
+    defer: &mut impl FnMut(&T),
+) -> bool
+where
+    V: Data,
+    V2: Data,
+    T: Time,
+    R: Semigroup,
+    R2: Semigroup + Abelian,
+{
+    let Some(first) = times.first() else {
+        // Nothing new: nothing can change.
+        return true;
+    };
+    if !is_chain(times) {
+        return false;
+    }
+    debug_assert!(times.iter().all(|time| !upper.less_equal(time)));
+    let ChainScratch {
+        input,
+        output: output_before,
+        examine,
+        deferred,
+        fixes,
+    } = scratch;
+    examine.clear();
+    deferred.clear();
+    examine.extend_from_slice(times);
+    for update in history.iter_mut() {
+        update.1.join_assign(first);
+    }
+    consolidate_values_then_sort(history);
+    for update in output.iter_mut() {
+        update.1.join_assign(first);
+    }
+    consolidate_values_then_sort(output);
+    let times_of = history
+        .iter()
+        .map(|u| &u.1)
+        .chain(output.iter().map(|u| &u.1));
+    for time in times_of {
+        if upper.less_equal(time) {
+            deferred.push(time.clone());
+        } else {
+            examine.push(time.clone());
+        }
+    }
+    examine.sort_unstable();
+    examine.dedup();
+    if !is_chain(examine) {
+        return false;
+    }
+
+    // The sweep. The sort order extends the partial order and every time before `upper` is
+    // examined, so each update enters the sums when the sweep reaches its time.
+    input.clear();
+    input.extend(history.iter().filter(|u| !upper.less_equal(&u.1)).cloned());
+    output_before.clear();
+    output_before.extend(output.iter().filter(|u| !upper.less_equal(&u.1)).cloned());
+    batch.sort_unstable_by(|a, b| a.1.cmp(&b.1));
+    input_acc.clear();
+    output_acc.clear();
+    let (mut next_input, mut next_output, mut next_batch) = (0, 0, 0);
+    for now in examine.iter() {
+        while let Some((val, _, diff)) = input.get(next_input).filter(|u| u.1 == *now) {
+            input_acc.push((*val, diff.clone()));
+            next_input += 1;
+        }
+        while let Some((val, _, diff)) = batch.get(next_batch).filter(|u| u.1 == *now) {
+            input_acc.push((*val, diff.clone()));
+            next_batch += 1;
+        }
+        while let Some((val, _, diff)) = output_before.get(next_output).filter(|u| u.1 == *now) {
+            output_acc.push((val.clone(), diff.clone()));
+            next_output += 1;
+        }
+        consolidate_pairs(input_acc);
+        consolidate_pairs(output_acc);
+        desired.clear();
+        if !input_acc.is_empty() {
+            logic(input_acc, desired);
+            consolidate_pairs(desired);
+        }
+        fixes.clear();
+        corrections(desired, output_acc, |val, diff| {
+            emit(&val, now, &diff);
+            fixes.push((val, diff));
+        });
+        // Corrections at `now` hold at every later examined time (they are a chain).
+        output_acc.append(fixes);
+    }
+    debug_assert_eq!(next_input, input.len());
+    debug_assert_eq!(next_batch, batch.len());
+    debug_assert_eq!(next_output, output_before.len());
+
+    deferred.sort_unstable();
+    deferred.dedup();
+    for time in deferred.iter() {
+        defer(time);
+    }
+    true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ripple_updates::{Antichain, Product};
+
+    type Time = Product<u64, u32>;
+    type Outcome = (bool, Vec<(u64, Time, i64)>, Vec<Time>);
+
+    /// Runs `chain_key` with the least positive value as the reduction.
+    fn run(
+        history: &[(&u64, Time, i64)],
+        batch: &[(&u64, Time, i64)],
+        output: &[(u64, Time, i64)],
+        upper: &Antichain<Time>,
+    ) -> Outcome {
+        let mut times: Vec<Time> = batch.iter().map(|u| u.1).collect();
+        times.sort_unstable();
+        times.dedup();
+        let (mut emitted, mut deferred) = (Vec::new(), Vec::new());
+        let accepted = chain_key(
+            &mut history.to_vec(),
+            &mut batch.to_vec(),
+            &mut output.to_vec(),
+            &times,
+            upper.borrow(),
+            &mut ChainScratch::<u64, u64, Time, i64, i64>::default(),
+            &mut Vec::new(),
+            &mut Vec::new(),
+            &mut Vec::new(),
+            &mut |input: &[(&u64, i64)], out: &mut Vec<(u64, i64)>| {
+                if let Some((value, _)) = input.iter().find(|(_, r)| *r > 0) {
+                    out.push((**value, 1));
+                }
+            },
+            &mut |v: &u64, t: &Time, r: &i64| emitted.push((*v, *t, *r)),
+            &mut |t: &Time| deferred.push(*t),
+        );
+        (accepted, emitted, deferred)
+    }
+
+    /// The shape of a bfs interval with many outer times per step: the new depth arrives in
+    /// round 1 of outer time 10; the history's later rounds are beyond `upper`.
+    #[test]
+    fn sweeps_a_round_and_defers_the_later_ones() {
+        let (two, six, seven) = (2u64, 6u64, 7u64);
+        let upper = Antichain::from_iter([Product::new(1, 2), Product::new(100, 0)]);
+        let (accepted, emitted, deferred) = run(
+            &[
+                (&six, Product::new(0, 5), 8),
+                (&seven, Product::new(0, 6), 2),
+            ],
+            &[(&two, Product::new(10, 1), 1)],
+            &[(6, Product::new(0, 5), 1)],
+            &upper,
+        );
+        assert!(accepted);
+        assert_eq!(emitted, vec![(2, Product::new(10, 1), 1)]);
+        assert_eq!(deferred, vec![Product::new(10, 5), Product::new(10, 6)]);
+    }
+
+    /// A later round's history time at or beyond `upper` is deferred once, joined with the
+    /// least new time; new updates that undo each other are swept in order.
+    #[test]
+    fn undone_updates_are_swept_in_order() {
+        let (five, six) = (5u64, 6u64);
+        let upper = Antichain::from_iter([Product::new(1, 2), Product::new(100, 0)]);
+        let (accepted, emitted, deferred) = run(
+            &[(&six, Product::new(0, 5), 1)],
+            &[
+                (&five, Product::new(10, 1), 1),
+                (&five, Product::new(20, 1), -1),
+            ],
+            &[(6, Product::new(0, 5), 1)],
+            &upper,
+        );
+        assert!(accepted);
+        assert_eq!(
+            emitted,
+            vec![(5, Product::new(10, 1), 1), (5, Product::new(20, 1), -1)]
+        );
+        assert_eq!(deferred, vec![Product::new(10, 5)]);
+    }
+
+    /// New times that are not a chain, or history times before `upper` incomparable with
+    /// them, are left to the replay untouched.
+    #[test]
+    fn other_shapes_are_refused() {
+        let one = 1u64;
+        let upper = Antichain::from_elem(Product::new(100, 100));
+        let (accepted, emitted, deferred) = run(
+            &[],
+            &[(&one, Product::new(5, 1), 1), (&one, Product::new(3, 2), 1)],
+            &[],
+            &upper,
+        );
+        assert!(!accepted && emitted.is_empty() && deferred.is_empty());
+        let (accepted, emitted, deferred) = run(
+            &[(&one, Product::new(0, 3), 1), (&one, Product::new(4, 0), 1)],
+            &[(&one, Product::new(2, 1), 1)],
+            &[],
+            &upper,
+        );
+        assert!(!accepted && emitted.is_empty() && deferred.is_empty());
+    }
+}
