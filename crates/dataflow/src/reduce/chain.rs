@@ -48,6 +48,23 @@ impl<V: Data, V2, T, R, R2> Default for ChainScratch<'_, V, V2, T, R, R2> {
     }
 }
 
+/// Adds `diff` to `value`'s entry of `acc` (sorted by value, no zero diff), keeping it so.
+fn add_into<V: Ord, R: Semigroup>(acc: &mut Vec<(V, R)>, value: V, diff: &R) {
+    match acc.binary_search_by(|probe| probe.0.cmp(&value)) {
+        Ok(index) => {
+            acc[index].1.plus_equals(diff);
+            if acc[index].1.is_zero() {
+                acc.remove(index);
+            }
+        }
+        Err(index) => {
+            if !diff.is_zero() {
+                acc.insert(index, (value, diff.clone()));
+            }
+        }
+    }
+}
+
 fn is_chain<T: Time>(sorted: &[T]) -> bool {
     sorted.windows(2).all(|pair| pair[0].less_equal(&pair[1]))
 }
@@ -135,20 +152,28 @@ where
     output_acc.clear();
     let (mut next_input, mut next_output, mut next_batch) = (0, 0, 0);
     for now in examine.iter() {
+        // The sums stay consolidated as updates enter: no sorting per examined time.
+        let mut changed = false;
         while let Some((val, _, diff)) = input.get(next_input).filter(|u| u.1 == *now) {
-            input_acc.push((*val, diff.clone()));
+            add_into(input_acc, *val, diff);
             next_input += 1;
+            changed = true;
         }
         while let Some((val, _, diff)) = batch.get(next_batch).filter(|u| u.1 == *now) {
-            input_acc.push((*val, diff.clone()));
+            add_into(input_acc, *val, diff);
             next_batch += 1;
+            changed = true;
         }
         while let Some((val, _, diff)) = output_before.get(next_output).filter(|u| u.1 == *now) {
-            output_acc.push((val.clone(), diff.clone()));
+            add_into(output_acc, val.clone(), diff);
             next_output += 1;
+            changed = true;
         }
-        consolidate_pairs(input_acc);
-        consolidate_pairs(output_acc);
+        if !changed && now != first {
+            // Nothing entered since the last examined time, whose corrections made the output
+            // right for these same sums (a deferred time with no update of its own).
+            continue;
+        }
         desired.clear();
         if !input_acc.is_empty() {
             logic(input_acc, desired);
@@ -160,7 +185,9 @@ where
             fixes.push((val, diff));
         });
         // Corrections at `now` hold at every later examined time (they are a chain).
-        output_acc.append(fixes);
+        for (val, diff) in fixes.drain(..) {
+            add_into(output_acc, val, &diff);
+        }
     }
     debug_assert_eq!(next_input, input.len());
     debug_assert_eq!(next_batch, batch.len());
