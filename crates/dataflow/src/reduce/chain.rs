@@ -124,11 +124,17 @@ where
         update.1.join_assign(first);
     }
     consolidate_values_then_sort(output);
+    // Each history is sorted by time now: a time repeated in a row is placed once.
+    let mut previous: Option<&T> = None;
     let times_of = history
         .iter()
         .map(|u| &u.1)
         .chain(output.iter().map(|u| &u.1));
     for time in times_of {
+        if previous == Some(time) {
+            continue;
+        }
+        previous = Some(time);
         if upper.less_equal(time) {
             deferred.push(time.clone());
         } else {
