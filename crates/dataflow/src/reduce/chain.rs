@@ -48,6 +48,9 @@ impl<V: Data, V2, T, R, R2> Default for ChainScratch<'_, V, V2, T, R, R2> {
     }
 }
 
+/// Beyond this many items, lists made of sorted runs are sorted by merging the runs.
+const RUNS_WORTH_MERGING: usize = 64;
+
 /// Adds `diff` to `value`'s entry of `acc` (sorted by value, no zero diff), keeping it so.
 fn add_into<V: Ord, R: Semigroup>(acc: &mut Vec<(V, R)>, value: V, diff: &R) {
     match acc.binary_search_by(|probe| probe.0.cmp(&value)) {
@@ -141,7 +144,13 @@ where
             examine.push(time.clone());
         }
     }
-    examine.sort_unstable();
+    // Sorted runs (the new times, then the input's and the output's): many times per key, as
+    // in big steps, are cheaper merged by a stable sort than sorted afresh.
+    if examine.len() > RUNS_WORTH_MERGING {
+        examine.sort();
+    } else {
+        examine.sort_unstable();
+    }
     examine.dedup();
     if !is_chain(examine) {
         return false;
@@ -153,7 +162,12 @@ where
     input.extend(history.iter().filter(|u| !upper.less_equal(&u.1)).cloned());
     output_before.clear();
     output_before.extend(output.iter().filter(|u| !upper.less_equal(&u.1)).cloned());
-    batch.sort_unstable_by(|a, b| a.1.cmp(&b.1));
+    // Sorted runs too, one per batch of the interval.
+    if batch.len() > RUNS_WORTH_MERGING {
+        batch.sort_by(|a, b| a.1.cmp(&b.1));
+    } else {
+        batch.sort_unstable_by(|a, b| a.1.cmp(&b.1));
+    }
     input_acc.clear();
     output_acc.clear();
     let (mut next_input, mut next_output, mut next_batch) = (0, 0, 0);
