@@ -17,7 +17,7 @@
 //! every time beyond `upper` whose output may change is at or after a deferred one. An
 //! examined time's accumulation is the updates at or before it in the chain: running sums.
 
-use super::replay::{consolidate_values_then_sort, corrections};
+use super::replay::{advance_then_consolidate, corrections};
 use columnar::Ref;
 use ripple_updates::consolidate::consolidate_pairs;
 use ripple_updates::{Abelian, AntichainRef, Data, Semigroup, Time};
@@ -68,6 +68,38 @@ fn add_into<V: Ord, R: Semigroup>(acc: &mut Vec<(V, R)>, value: V, diff: &R) {
     }
 }
 
+/// Sorts a history (sorted by time) by `upper`: its updates before it go to `before`, in
+/// order, and their times to `examine`; the times at or beyond it go to `deferred`. A time
+/// repeated in a row is placed, and checked against `upper`, once.
+fn split_at_upper<V: Clone, T: Time, R: Clone>(
+    history: &[(V, T, R)],
+    upper: AntichainRef<'_, T>,
+    examine: &mut Vec<T>,
+    deferred: &mut Vec<T>,
+    before: &mut Vec<(V, T, R)>,
+) {
+    before.clear();
+    let mut previous: Option<(&T, bool)> = None;
+    for update in history {
+        let beyond = match previous {
+            Some((time, beyond)) if *time == update.1 => beyond,
+            _ => {
+                let beyond = upper.less_equal(&update.1);
+                if beyond {
+                    deferred.push(update.1.clone());
+                } else {
+                    examine.push(update.1.clone());
+                }
+                previous = Some((&update.1, beyond));
+                beyond
+            }
+        };
+        if !beyond {
+            before.push(update.clone());
+        }
+    }
+}
+
 fn is_chain<T: Time>(sorted: &[T]) -> bool {
     sorted.windows(2).all(|pair| pair[0].less_equal(&pair[1]))
 }
@@ -75,10 +107,9 @@ fn is_chain<T: Time>(sorted: &[T]) -> bool {
 /// The corrections for one key when its times to examine form a chain; returns `false`, having
 /// emitted and deferred nothing, when they do not. `times` are the key's new times, sorted and
 /// distinct, none at or beyond `upper`: those of `batch` and those deferred to this interval.
-/// The histories come in any order and are left advanced by the
-/// least new time and consolidated (as the replay would make them); `input_acc`, `output_acc`
-/// and `desired` are scratch. Otherwise as [`super::replay::replay_key`], whose corrections it
-/// matches.
+/// The histories come in any order and are left advanced by the least new time and
+/// consolidated (as the replay would make them); `input_acc`, `output_acc` and `desired` are
+/// scratch. Otherwise as [`super::replay::replay_key`], whose corrections it matches.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn chain_key<'a, V, V2, T, R, R2>(
     history: &mut Vec<(Ref<'a, V>, T, R)>,
@@ -119,31 +150,10 @@ where
     examine.clear();
     deferred.clear();
     examine.extend_from_slice(times);
-    for update in history.iter_mut() {
-        update.1.join_assign(first);
-    }
-    consolidate_values_then_sort(history);
-    for update in output.iter_mut() {
-        update.1.join_assign(first);
-    }
-    consolidate_values_then_sort(output);
-    // Each history is sorted by time now: a time repeated in a row is placed once.
-    let mut previous: Option<&T> = None;
-    let times_of = history
-        .iter()
-        .map(|u| &u.1)
-        .chain(output.iter().map(|u| &u.1));
-    for time in times_of {
-        if previous == Some(time) {
-            continue;
-        }
-        previous = Some(time);
-        if upper.less_equal(time) {
-            deferred.push(time.clone());
-        } else {
-            examine.push(time.clone());
-        }
-    }
+    advance_then_consolidate(history, first);
+    advance_then_consolidate(output, first);
+    split_at_upper(history, upper, examine, deferred, input);
+    split_at_upper(output, upper, examine, deferred, output_before);
     // Sorted runs (the new times, then the input's and the output's): many times per key, as
     // in big steps, are cheaper merged by a stable sort than sorted afresh.
     if examine.len() > RUNS_WORTH_MERGING {
@@ -158,10 +168,6 @@ where
 
     // The sweep. The sort order extends the partial order and every time before `upper` is
     // examined, so each update enters the sums when the sweep reaches its time.
-    input.clear();
-    input.extend(history.iter().filter(|u| !upper.less_equal(&u.1)).cloned());
-    output_before.clear();
-    output_before.extend(output.iter().filter(|u| !upper.less_equal(&u.1)).cloned());
     // Sorted runs too, one per batch of the interval.
     if batch.len() > RUNS_WORTH_MERGING {
         batch.sort_by(|a, b| a.1.cmp(&b.1));

@@ -107,12 +107,22 @@ fn advance_passed<V: Ord, T: Time, R: Semigroup>(passed: &mut Vec<(V, T, R)>, me
 /// sort merges those runs (cheaper than merging the batches' values while reading them, whose
 /// comparisons mispredicted). Advancing by the meet makes many of a value's times equal: the
 /// updates that cancel vanish, and their times need no visit.
-pub(crate) fn consolidate_values_then_sort<V: Ord, T: Time, R: Semigroup>(
-    updates: &mut Vec<(V, T, R)>,
-) {
+fn consolidate_values_then_sort<V: Ord, T: Time, R: Semigroup>(updates: &mut Vec<(V, T, R)>) {
     updates.sort_by(|a, b| a.0.cmp(&b.0));
     consolidate_within_values(updates);
     updates.sort_unstable_by(|a, b| a.1.cmp(&b.1));
+}
+
+/// Joins every time of a key's history with `meet` (a time every time still to be examined
+/// is at or after), then consolidates and sorts by time ([`consolidate_values_then_sort`]).
+pub(crate) fn advance_then_consolidate<V: Ord, T: Time, R: Semigroup>(
+    updates: &mut Vec<(V, T, R)>,
+    meet: &T,
+) {
+    for update in updates.iter_mut() {
+        update.1.join_assign(meet);
+    }
+    consolidate_values_then_sort(updates);
 }
 
 /// The accumulation at `now` of `passed` (sorted by `(value, time)`): per value, the sum of
@@ -189,14 +199,8 @@ pub(crate) fn replay_key<'a, V, V2, T, R, R2>(
     };
     // Only times at or after the meet of the new times are examined, so histories can be
     // advanced by it.
-    for update in history.iter_mut() {
-        update.1.join_assign(&first_meet);
-    }
-    consolidate_values_then_sort(history);
-    for update in output.iter_mut() {
-        update.1.join_assign(&first_meet);
-    }
-    consolidate_values_then_sort(output);
+    advance_then_consolidate(history, &first_meet);
+    advance_then_consolidate(output, &first_meet);
     let (input, advanced) = (&*history, &*output);
     suffix_meets(input, |u| &u.1, input_meets);
     suffix_meets(advanced, |u| &u.1, output_meets);
