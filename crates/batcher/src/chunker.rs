@@ -8,7 +8,8 @@
 //! of input to the next until `finish`.
 //!
 //! The pending limit follows the data the batcher holds ([`Chunker::adapt_to`]): an eighth of
-//! it, at least `CHUNK_BYTES_MIN` (32 KiB on the column path) and at most eight full chunks
+//! it, at least `BatcherConfig::form_bytes_min` (by default `CHUNK_BYTES_MIN`; 32 KiB on the
+//! column path) and at most eight full chunks
 //! (`chunk_bytes_max` each; one on the column path). Pending input and its sorted copy are the
 //! chunker's transient memory, so a limit proportional to the data keeps it a small fraction
 //! at every size, and big inputs still sort in big pieces. For plain data the pending rows' buffer grows by doubling up to the
@@ -36,8 +37,8 @@ const ROWS_SMALL_BYTES: usize = 64 << 10;
 /// merge, each update's bytes copied again per merge. Forming at 32 KiB instead of 8 KiB made a
 /// 64 KiB push-and-seal cycle of string updates 1.1x to 1.3x faster (batcher-bench, 32 KiB per
 /// side) while its peak memory stayed below differential's. Plain rows stay at
-/// [`CHUNK_BYTES_MIN`]: their forms are cheap, and there a larger floor raised the peak of the
-/// colliding-keys cycle above differential's.
+/// `BatcherConfig::form_bytes_min`, by default [`CHUNK_BYTES_MIN`]: their forms are cheap, and
+/// there a larger floor raised the peak of the colliding-keys cycle above differential's.
 const PENDING_COLUMNS_MIN: usize = 32 << 10;
 
 /// On the plain-rows path the pending limit may reach this many chunks. Each form becomes one
@@ -54,6 +55,8 @@ const PENDING_CHUNKS_MAX: usize = 8;
 /// Sorts and consolidates input into chains of chunks.
 pub struct Chunker<U: Update> {
     chunk_bytes_max: usize,
+    /// The least pending limit on the plain-rows path.
+    form_bytes_min: usize,
     /// How many bytes of input may be pending before they are sorted.
     pending_max: usize,
     /// Pending input, for plain-data updates.
@@ -80,8 +83,15 @@ pub struct Chunker<U: Update> {
 impl<U: Update> Chunker<U> {
     /// A chunker that forms chunks of at most about `chunk_bytes_max` bytes.
     pub fn new(chunk_bytes_max: usize) -> Self {
+        Self::with_form_min(chunk_bytes_max, CHUNK_BYTES_MIN)
+    }
+
+    /// Like [`Chunker::new`], with plain rows sorted only once at least `form_bytes_min` bytes
+    /// are pending (see [`crate::BatcherConfig::form_bytes_min`]).
+    pub fn with_form_min(chunk_bytes_max: usize, form_bytes_min: usize) -> Self {
         let mut chunker = Self {
             chunk_bytes_max,
+            form_bytes_min: form_bytes_min.max(1),
             pending_max: chunk_bytes_max,
             rows: Vec::new(),
             rows_max: 1,
@@ -100,7 +110,7 @@ impl<U: Update> Chunker<U> {
     /// Sets the pending limit for a batcher that holds `held_bytes` of sorted data.
     pub fn adapt_to(&mut self, held_bytes: usize) {
         let (floor, chunks) = if rows_are_plain::<U>() {
-            (CHUNK_BYTES_MIN, PENDING_CHUNKS_MAX)
+            (self.form_bytes_min, PENDING_CHUNKS_MAX)
         } else {
             (PENDING_COLUMNS_MIN, 1)
         };

@@ -318,6 +318,54 @@ fn large_pending_buffers_match_model() {
     assert!(sealed.to_rows().iter().all(|(_, _, t, _)| *t < 3));
 }
 
+/// The form minimum sets how many chains small pushes become, never what they hold: 2,000
+/// updates (about 62 KiB of rows) pushed 100 at a time form several chains at the default 8 KiB
+/// and one at 64 KiB, and a batcher built either way seals the same updates.
+#[test]
+fn form_minimum_changes_the_chains_not_the_updates() {
+    let rows = generated_rows(2_000, 700);
+    let chains_formed = |form_bytes_min: usize| {
+        let mut stash = Stash::new(2);
+        let mut chunker =
+            Chunker::<IntU>::with_form_min(BatcherConfig::CHUNK_BYTES_DEFAULT, form_bytes_min);
+        let mut chains = Vec::new();
+        for part in rows.chunks(100) {
+            chunker.push(Updates::<IntU>::from_rows(part.iter()).view(), &mut stash);
+            chains.extend(std::iter::from_fn(|| chunker.pop_ready()));
+        }
+        chunker.finish(&mut stash);
+        chains.extend(std::iter::from_fn(|| chunker.pop_ready()));
+        chains
+    };
+    let small = chains_formed(BatcherConfig::FORM_BYTES_MIN_DEFAULT);
+    let large = chains_formed(64 << 10);
+    assert!(small.len() >= 4, "8 KiB forms: {} chains", small.len());
+    assert_eq!(large.len(), 1, "64 KiB forms: one chain");
+    for chains in [&small, &large] {
+        let mut all = Vec::new();
+        for chain in chains.iter() {
+            chain.check_invariants();
+            all.extend(chain.to_rows());
+        }
+        assert_eq!(model::<IntU>(&all), model::<IntU>(&rows));
+    }
+
+    let sealed = |form_bytes_min: usize| {
+        let mut batcher = MergeBatcher::<IntU>::new(BatcherConfig {
+            form_bytes_min,
+            ..BatcherConfig::default()
+        });
+        for part in rows.chunks(100) {
+            batcher.push_updates(&Updates::from_rows(part.iter()));
+        }
+        let chain = batcher.seal(Antichain::new().borrow());
+        chain.check_invariants();
+        chain.to_rows()
+    };
+    assert_eq!(sealed(8 << 10), sealed(64 << 10));
+    assert_eq!(model::<IntU>(&sealed(64 << 10)), model::<IntU>(&rows));
+}
+
 #[test]
 fn one_update_per_chunk_at_capacity_one() {
     let rows: Vec<Row<IntU>> = (0..50u64).rev().map(|k| (k, 0, 0, 1)).collect();
