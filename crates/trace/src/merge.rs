@@ -25,6 +25,10 @@ pub struct Merge<U: Update> {
     description: Description<U::Time>,
     /// The times and diffs of one value, advanced.
     scratch: Vec<(U::Time, U::Diff)>,
+    /// Whether advancing by `since` may move some time of `older` (of `newer`). Inside an
+    /// iteration most batches lie wholly after the frontier's meet, and their times are copied
+    /// as they are.
+    advance: [bool; 2],
 }
 
 impl<U: Update> Merge<U> {
@@ -48,6 +52,8 @@ impl<U: Update> Merge<U> {
             newer.description().lower,
             "merged batches must be adjacent"
         );
+        let advance = [&older, &newer]
+            .map(|batch| !U::Time::advance_leaves_after(batch.description().lower.borrow(), since));
         let description = Description::with_since(
             older.description().lower.clone(),
             newer.description().upper.clone(),
@@ -61,6 +67,7 @@ impl<U: Update> Merge<U> {
             builder,
             description,
             scratch: Vec::new(),
+            advance,
         }
     }
 
@@ -80,6 +87,7 @@ impl<U: Update> Merge<U> {
             builder,
             description,
             scratch,
+            advance,
         } = self;
         let since = description.since.borrow();
         let mut a = older.cursor();
@@ -89,14 +97,23 @@ impl<U: Update> Merge<U> {
         while *fuel > 0 {
             let spent = match (a.get_key(), b.get_key()) {
                 (None, None) => break,
-                (Some(_), None) => merge_key(builder, scratch, since, Some(&mut a), None),
-                (None, Some(_)) => merge_key(builder, scratch, since, None, Some(&mut b)),
+                (Some(_), None) => merge_key(builder, scratch, since, *advance, Some(&mut a), None),
+                (None, Some(_)) => merge_key(builder, scratch, since, *advance, None, Some(&mut b)),
                 (Some(ka), Some(kb)) => match ka.cmp(&kb) {
-                    Ordering::Less => merge_key(builder, scratch, since, Some(&mut a), None),
-                    Ordering::Greater => merge_key(builder, scratch, since, None, Some(&mut b)),
-                    Ordering::Equal => {
-                        merge_key(builder, scratch, since, Some(&mut a), Some(&mut b))
+                    Ordering::Less => {
+                        merge_key(builder, scratch, since, *advance, Some(&mut a), None)
                     }
+                    Ordering::Greater => {
+                        merge_key(builder, scratch, since, *advance, None, Some(&mut b))
+                    }
+                    Ordering::Equal => merge_key(
+                        builder,
+                        scratch,
+                        since,
+                        *advance,
+                        Some(&mut a),
+                        Some(&mut b),
+                    ),
                 },
             };
             *fuel -= spent.max(1) as isize;
@@ -123,11 +140,13 @@ impl<U: Update> Merge<U> {
 }
 
 /// Merges the current key of `a` and/or `b` (both at the same key when both are given) into
-/// `builder`, steps past it, and returns the number of input updates read.
+/// `builder`, steps past it, and returns the number of input updates read. `advance` says, for
+/// `a` and `b`, whether advancing by `since` may move their times.
 fn merge_key<'a, U: Update>(
     builder: &mut Builder<U>,
     scratch: &mut Vec<(U::Time, U::Diff)>,
     since: AntichainRef<'_, U::Time>,
+    advance: [bool; 2],
     mut a: Option<&mut BatchCursor<'a, U>>,
     mut b: Option<&mut BatchCursor<'a, U>>,
 ) -> usize {
@@ -154,11 +173,11 @@ fn merge_key<'a, U: Update>(
         let mut advanced = false;
         if from_a {
             let cursor = a.as_deref_mut().expect("value came from a");
-            gather(cursor, since, scratch, &mut advanced);
+            gather(cursor, since, advance[0], scratch, &mut advanced);
         }
         if from_b {
             let cursor = b.as_deref_mut().expect("value came from b");
-            gather(cursor, since, scratch, &mut advanced);
+            gather(cursor, since, advance[1], scratch, &mut advanced);
         }
         read += scratch.len();
         // One input's history is already sorted and consolidated; only advancing times or
@@ -179,13 +198,22 @@ fn merge_key<'a, U: Update>(
     read
 }
 
-/// Appends the current value's history, times advanced by `since`, and steps to the next value.
+/// Appends the current value's history, times advanced by `since` (unless `advance` says that
+/// leaves them as they are), and steps to the next value.
 fn gather<U: Update>(
     cursor: &mut BatchCursor<'_, U>,
     since: AntichainRef<'_, U::Time>,
+    advance: bool,
     scratch: &mut Vec<(U::Time, U::Diff)>,
     advanced: &mut bool,
 ) {
+    if !advance {
+        cursor.map_times(|time, diff| {
+            scratch.push((U::Time::into_owned(time), U::Diff::into_owned(diff)));
+        });
+        cursor.step_val();
+        return;
+    }
     cursor.map_times(|time, diff| {
         let original = U::Time::into_owned(time);
         let mut time = original.clone();

@@ -12,6 +12,12 @@ use timely::order::Product;
 use timely::PartialOrder;
 
 /// A partially ordered set in which every pair has a least upper and a greatest lower bound.
+///
+/// The lattice must be *distributive* (`a.join(&b.meet(&c)) == a.join(b).meet(&a.join(c))`), as
+/// totally ordered times and products of distributive lattices are: then advancing by a
+/// frontier is joining with the frontier's meet, so a time that advancing leaves alone is left
+/// alone together with every time after it (merges rely on this to skip batches whose times
+/// advancing cannot move; see [`Lattice::advance_leaves_after`]).
 pub trait Lattice: PartialOrder + Sized {
     /// The least upper bound of `self` and `other`.
     fn join(&self, other: &Self) -> Self;
@@ -43,6 +49,23 @@ pub trait Lattice: PartialOrder + Sized {
             }
             *self = advanced;
         }
+    }
+
+    /// True when advancing by `frontier` leaves every time at or after an element of `lower`
+    /// unchanged: when it leaves each element of `lower` unchanged. (Advancing joins with the
+    /// frontier's meet `m`; `l.join(m) == l` means `m <= l`, so `m <= t` for every `t >= l`.)
+    fn advance_leaves_after(
+        lower: timely::progress::frontier::AntichainRef<'_, Self>,
+        frontier: timely::progress::frontier::AntichainRef<'_, Self>,
+    ) -> bool
+    where
+        Self: Clone,
+    {
+        lower.iter().all(|element| {
+            let mut advanced = element.clone();
+            advanced.advance_by(frontier);
+            advanced.less_equal(element)
+        })
     }
 }
 
@@ -116,6 +139,32 @@ mod tests {
             prop_assert!(t.less_equal(&advanced));
             if frontier.less_equal(&probe) {
                 prop_assert_eq!(t.less_equal(&probe), advanced.less_equal(&probe));
+            }
+        }
+
+        /// The law merges rely on: advancing is joining with the frontier's meet, so a lower
+        /// bound that advancing leaves alone vouches for every time after it.
+        #[test]
+        fn advance_by_is_join_with_meet(
+            t in product(),
+            frontier in proptest::collection::vec(product(), 1..4),
+            lower in proptest::collection::vec(product(), 0..3),
+            a in product(),
+            b in product(),
+        ) {
+            // Distributivity.
+            prop_assert_eq!(a.join(&b.meet(&t)), a.join(&b).meet(&a.join(&t)));
+            let frontier = timely::progress::Antichain::from(frontier);
+            let meet = frontier
+                .iter()
+                .skip(1)
+                .fold(frontier[0], |meet, element| meet.meet(element));
+            let mut advanced = t;
+            advanced.advance_by(frontier.borrow());
+            prop_assert_eq!(advanced, t.join(&meet));
+            let lower = timely::progress::Antichain::from(lower);
+            if P::advance_leaves_after(lower.borrow(), frontier.borrow()) && lower.less_equal(&t) {
+                prop_assert_eq!(advanced, t);
             }
         }
 
