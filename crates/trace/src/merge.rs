@@ -52,8 +52,7 @@ impl<U: Update> Merge<U> {
             newer.description().lower,
             "merged batches must be adjacent"
         );
-        let advance = [&older, &newer]
-            .map(|batch| !U::Time::advance_leaves_after(batch.description().lower.borrow(), since));
+        let advance = [&older, &newer].map(|batch| advancing_may_move(batch.description(), since));
         let description = Description::with_since(
             older.description().lower.clone(),
             newer.description().upper.clone(),
@@ -137,6 +136,21 @@ impl<U: Update> Merge<U> {
         let batch = self.builder.build(self.description);
         (batch, self.builder)
     }
+}
+
+/// Whether advancing by `since` may move a time of a batch described by `description`. Each of
+/// its times is at or after an element of `lower`, and at or after the meet of its `since` (a
+/// merge joined it with that meet; a new batch has `since == lower`): if advancing leaves all
+/// of either alone, it leaves the times alone ([`Lattice::advance_leaves_after`]). Inside an
+/// iteration that holds for the batches of the current round of outer times, and for older
+/// batches merged once since that round began, which no longer need rewriting at every merge.
+fn advancing_may_move<T: ripple_updates::Time>(
+    description: &Description<T>,
+    since: AntichainRef<'_, T>,
+) -> bool {
+    !(T::advance_leaves_after(description.lower.borrow(), since)
+        || (!description.since.is_empty()
+            && T::advance_leaves_after(description.since.borrow(), since)))
 }
 
 /// Merges the current key of `a` and/or `b` (both at the same key when both are given) into
@@ -288,6 +302,36 @@ mod tests {
 
     fn raw() -> impl Strategy<Value = Raw> {
         proptest::collection::vec((0u64..40, 0u64..3, 0u64..4, 0u32..3, -2i64..3), 0..80)
+    }
+
+    /// A batch's times need advancing unless its lower bound or its `since` lies after the
+    /// new frontier's meet.
+    #[test]
+    fn advancing_moves_only_batches_before_the_meet() {
+        // The frontier inside round 10's iteration 3: its meet is (10, 0).
+        let since = frontier(&[(10, 3), (11, 0)]);
+        let fresh = |lower: &[(u64, u32)]| Description::new(frontier(lower), frontier(&[(30, 30)]));
+        // Round 10's own batches: left alone.
+        assert!(!advancing_may_move(
+            &fresh(&[(10, 1), (11, 0)]),
+            since.borrow()
+        ));
+        assert!(!advancing_may_move(&fresh(&[(10, 0)]), since.borrow()));
+        // A batch from round 9: its outer times move to 10.
+        assert!(advancing_may_move(&fresh(&[(9, 5)]), since.borrow()));
+        // The same, already merged at a frontier whose meet was (10, 0): left alone.
+        let merged = |since: &[(u64, u32)]| {
+            Description::with_since(frontier(&[(0, 0)]), frontier(&[(30, 30)]), frontier(since))
+        };
+        assert!(!advancing_may_move(
+            &merged(&[(10, 1), (11, 0)]),
+            since.borrow()
+        ));
+        // Merged when the meet was (9, 0): moves.
+        assert!(advancing_may_move(
+            &merged(&[(9, 4), (10, 0)]),
+            since.borrow()
+        ));
     }
 
     proptest! {
