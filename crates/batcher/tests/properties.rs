@@ -30,8 +30,13 @@ fn model<U: Update<Diff = i64>>(rows: &[Row<U>]) -> Vec<Row<U>> {
 
 /// Pushes `rows` through a chunker in slices of `slice` updates and returns its chains.
 fn chunk_all<U: Update>(rows: &[Row<U>], chunk_bytes_max: usize, slice: usize) -> Vec<Chain<U>> {
+    feed(&mut Chunker::new(chunk_bytes_max), rows, slice)
+}
+
+/// Pushes `rows` through `chunker` in slices of `slice` updates, finishes it and returns the
+/// chains it formed.
+fn feed<U: Update>(chunker: &mut Chunker<U>, rows: &[Row<U>], slice: usize) -> Vec<Chain<U>> {
     let mut stash = Stash::new(2);
-    let mut chunker = Chunker::new(chunk_bytes_max);
     let mut chains = Vec::new();
     for part in rows.chunks(slice.max(1)) {
         chunker.push(Updates::<U>::from_rows(part.iter()).view(), &mut stash);
@@ -284,17 +289,10 @@ fn generated_rows(count: u64, keys: u64) -> Vec<Row<IntU>> {
 #[test]
 fn large_pending_buffers_match_model() {
     let rows = generated_rows(60_000, 20_000);
-    let mut stash = Stash::new(2);
     let mut chunker = Chunker::<IntU>::new(BatcherConfig::CHUNK_BYTES_DEFAULT);
     // As for a batcher holding 4 MiB: a pending limit of 512 KiB, 16,384 rows.
     chunker.adapt_to(4 << 20);
-    let mut chains = Vec::new();
-    for part in rows.chunks(997) {
-        chunker.push(Updates::<IntU>::from_rows(part.iter()).view(), &mut stash);
-        chains.extend(std::iter::from_fn(|| chunker.pop_ready()));
-    }
-    chunker.finish(&mut stash);
-    chains.extend(std::iter::from_fn(|| chunker.pop_ready()));
+    let chains = feed(&mut chunker, &rows, 997);
     assert!(chains.len() >= 3, "several forms: {} chains", chains.len());
     let mut all = Vec::new();
     for chain in &chains {
@@ -325,17 +323,9 @@ fn large_pending_buffers_match_model() {
 fn form_minimum_changes_the_chains_not_the_updates() {
     let rows = generated_rows(2_000, 700);
     let chains_formed = |form_bytes_min: usize| {
-        let mut stash = Stash::new(2);
         let mut chunker =
             Chunker::<IntU>::with_form_min(BatcherConfig::CHUNK_BYTES_DEFAULT, form_bytes_min);
-        let mut chains = Vec::new();
-        for part in rows.chunks(100) {
-            chunker.push(Updates::<IntU>::from_rows(part.iter()).view(), &mut stash);
-            chains.extend(std::iter::from_fn(|| chunker.pop_ready()));
-        }
-        chunker.finish(&mut stash);
-        chains.extend(std::iter::from_fn(|| chunker.pop_ready()));
-        chains
+        feed(&mut chunker, &rows, 100)
     };
     let small = chains_formed(BatcherConfig::FORM_BYTES_MIN_DEFAULT);
     let large = chains_formed(64 << 10);
