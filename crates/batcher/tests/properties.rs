@@ -352,8 +352,9 @@ fn form_minimum_changes_the_chains_not_the_updates() {
         chain.check_invariants();
         chain.to_rows()
     };
-    assert_eq!(sealed(8 << 10), sealed(64 << 10));
-    assert_eq!(model::<IntU>(&sealed(64 << 10)), model::<IntU>(&rows));
+    let large = sealed(64 << 10);
+    assert_eq!(sealed(8 << 10), large);
+    assert_eq!(model::<IntU>(&large), model::<IntU>(&rows));
 }
 
 #[test]

@@ -29,7 +29,7 @@ impl RippleConfig {
     /// [`BatcherConfig::form_bytes_min`]): an arrangement inside an iteration receives a few
     /// thousand updates per round, which 8 KiB forms cut into several chains, each update then
     /// merged two or three times before the seal; 64 KiB forms sort them in one piece. bfs on
-    /// 1k/2k, callgrind: 4.3% fewer instructions at 1,000 updates per step (the arrange
+    /// 1k/2k, callgrind: 3.8% fewer instructions at 1,000 updates per step (the arrange
     /// operators' 22% fewer), 1.1% fewer at 10,000, unchanged at 10. The cost is at most 64 KiB of
     /// pending rows per arrangement, beside a trace that holds far more.
     pub const ARRANGE_FORM_BYTES_MIN: usize = 64 << 10;
