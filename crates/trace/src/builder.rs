@@ -93,15 +93,28 @@ impl<U: Update> Builder<U> {
         history: &[(U::Time, U::Diff)],
     ) {
         debug_assert!(!history.is_empty(), "a value's history holds updates");
+        self.open_val(key, val);
+        for (time, diff) in history {
+            self.histories.push(time, diff);
+        }
+    }
+
+    /// Opens value `val` of `key`, which must come after everything pushed so far, for
+    /// [`Builder::push_to_val`] to fill (with at least one update).
+    #[inline]
+    pub fn open_val(&mut self, key: Ref<'_, U::Key>, val: Ref<'_, U::Val>) {
         let new_key = self.is_new_key(key);
         debug_assert!(
             new_key || self.is_new_val(val),
             "values must arrive in order, once each"
         );
         self.start_val(key, val, new_key);
-        for (time, diff) in history {
-            self.histories.push(time, diff);
-        }
+    }
+
+    /// Appends an update to the value opened last: times in order, non-zero diffs.
+    #[inline(always)]
+    pub fn push_to_val(&mut self, time: &U::Time, diff: &U::Diff) {
+        self.histories.push(time, diff);
     }
 
     /// Appends the sorted, consolidated updates of `view` (a chunk of a sealed chain).

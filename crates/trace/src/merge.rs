@@ -170,6 +170,13 @@ fn merge_key<'a, U: Update>(
         .or(b.as_ref())
         .and_then(|cursor| cursor.get_key())
         .expect("merge_key called at a key");
+    // A key of one input whose times advancing leaves alone is copied as it is: its values are
+    // in order and their histories sorted and consolidated already.
+    match (a.as_deref_mut(), b.as_deref_mut()) {
+        (Some(cursor), None) if !advance[0] => return copy_key(builder, key, cursor),
+        (None, Some(cursor)) if !advance[1] => return copy_key(builder, key, cursor),
+        _ => {}
+    }
     let mut read = 0;
     loop {
         let va = a.as_ref().and_then(|cursor| cursor.get_val());
@@ -210,6 +217,26 @@ fn merge_key<'a, U: Update>(
     if let Some(b) = b {
         b.step_key();
     }
+    read
+}
+
+/// Copies the current key of `cursor` into `builder`, steps past it, and returns the number
+/// of updates copied.
+fn copy_key<'a, U: Update>(
+    builder: &mut Builder<U>,
+    key: Ref<'a, U::Key>,
+    cursor: &mut BatchCursor<'a, U>,
+) -> usize {
+    let mut read = 0;
+    while let Some(val) = cursor.get_val() {
+        builder.open_val(key, val);
+        cursor.map_times(|time, diff| {
+            builder.push_to_val(&U::Time::into_owned(time), &U::Diff::into_owned(diff));
+            read += 1;
+        });
+        cursor.step_val();
+    }
+    cursor.step_key();
     read
 }
 
