@@ -23,7 +23,7 @@ use ripple_updates::{
 use timely::container::CapacityContainerBuilder;
 use timely::dataflow::channels::pact::{ParallelizationContract, Pipeline};
 use timely::dataflow::operators::generic::Operator;
-use timely::dataflow::operators::{Capability, CapabilitySet};
+use timely::dataflow::operators::{Capability, CapabilitySet, InputCapability};
 use timely::dataflow::Stream;
 
 /// The stream of an arrangement's batches.
@@ -74,6 +74,21 @@ impl<T: Time> HeldCapabilities<T> {
         self.capabilities
             .retain(|held| !capability.time().less_equal(held.time()));
         self.capabilities.push(capability);
+    }
+
+    /// Holds the times of a message's stamp: mints a capability (for output 0) only for the
+    /// times no held capability covers. Messages mostly arrive at times already held, and
+    /// every capability minted and dropped is progress traffic that timely must sort out.
+    pub(crate) fn insert_stamp(&mut self, capability: &InputCapability<T>) {
+        for time in capability.stamp().iter() {
+            if !self
+                .capabilities
+                .iter()
+                .any(|held| held.time().less_equal(time))
+            {
+                self.insert(capability.delayed(time, 0));
+            }
+        }
     }
 
     /// True when some held capability is for a time not `>= frontier`: work may be due.
@@ -179,9 +194,7 @@ where
                 let mut lower = Antichain::from_elem(T::minimum());
                 move |(input, frontier), output| {
                     input.for_each(|capability, container| {
-                        for capability in capability.retain_stamp(0).iter() {
-                            held.insert(capability.clone());
-                        }
+                        held.insert_stamp(&capability);
                         batcher.push(keyed_view(container));
                     });
                     let frontier = frontier.frontier();
@@ -304,9 +317,7 @@ where
                 let mut held = HeldCapabilities::default();
                 move |(input, frontier), output| {
                     input.for_each(|capability, container| {
-                        for capability in capability.retain_stamp(0).iter() {
-                            held.insert(capability.clone());
-                        }
+                        held.insert_stamp(&capability);
                         batcher.push(container.view());
                     });
                     let frontier = frontier.frontier();
@@ -331,6 +342,28 @@ where
     }
 }
 
+/// Appends `batch`'s updates to `container`, each `(key, val)` turned into a record by
+/// `logic`, handing the container to `ship` whenever it is full; what is left stays in it.
+pub(crate) fn batch_as_updates<K: Data, V: Data, T: Time, R: Semigroup, D: Data>(
+    batch: &Batch<(K, V, T, R)>,
+    container: &mut UpdateContainer<D, T, R>,
+    logic: &mut impl FnMut(Ref<'_, K>, Ref<'_, V>) -> D,
+    mut ship: impl FnMut(&mut UpdateContainer<D, T, R>),
+) {
+    let mut cursor = batch.cursor();
+    while let Some(key) = cursor.get_key() {
+        while let Some(val) = cursor.get_val() {
+            let data = logic(key, val);
+            cursor.map_times(|time, diff| container.push_data_ref_owned(&data, time, diff));
+            cursor.step_val();
+        }
+        if container.len() >= SHIP_UPDATES {
+            ship(&mut container.take_reserving());
+        }
+        cursor.step_key();
+    }
+}
+
 impl<'scope, K: Data, V: Data, T: Time, R: Semigroup> Arranged<'scope, K, V, T, R> {
     /// The arranged updates as a collection, each `(key, val)` turned into a record by `logic`.
     pub fn as_collection_with<D: Data>(
@@ -345,20 +378,9 @@ impl<'scope, K: Data, V: Data, T: Time, R: Semigroup> Arranged<'scope, K, V, T, 
                             let mut session = output.session(&capability);
                             let mut container = UpdateContainer::<D, T, R>::default();
                             for batch in batches.iter() {
-                                let mut cursor = batch.cursor();
-                                while let Some(key) = cursor.get_key() {
-                                    while let Some(val) = cursor.get_val() {
-                                        let data = logic(key, val);
-                                        cursor.map_times(|time, diff| {
-                                            container.push_data_ref_owned(&data, time, diff)
-                                        });
-                                        cursor.step_val();
-                                    }
-                                    if container.len() >= SHIP_UPDATES {
-                                        session.give_container(&mut container.take_reserving());
-                                    }
-                                    cursor.step_key();
-                                }
+                                batch_as_updates(batch, &mut container, &mut logic, |full| {
+                                    session.give_container(full)
+                                });
                             }
                             if !container.is_empty() {
                                 session.give_container(&mut container);

@@ -53,6 +53,30 @@ pub struct Variable<'scope, T: Time, D: Data, R: Abelian> {
 
 impl<'scope, T: Time, D: Data, R: Abelian> Variable<'scope, T, D, R> {
     /// A variable that starts empty, and the collection through which to read it.
+    ///
+    /// ```
+    /// use ripple_dataflow::{Captured, InputSession, Variable};
+    /// use ripple_updates::Product;
+    /// let captured = Captured::new();
+    /// let sink = captured.clone();
+    /// timely::execute_directly(move |worker| {
+    ///     let mut input = InputSession::<u64, u64>::new();
+    ///     worker.dataflow(|scope| {
+    ///         let numbers = input.to_collection(scope);
+    ///         // Numbers reachable by halving at least once: round 0 of the variable is empty.
+    ///         let result = scope.iterative::<u32, _, _>(|inner| {
+    ///             let (variable, reached) = Variable::new(inner, Product::new(0, 1));
+    ///             let halved = numbers.clone().enter(inner).concat(reached).map(|x| x / 2).distinct();
+    ///             variable.set(halved.clone());
+    ///             halved.leave(scope)
+    ///         });
+    ///         result.capture_into(&sink);
+    ///     });
+    ///     input.insert(10);
+    /// });
+    /// let values: Vec<u64> = captured.consolidated().into_iter().map(|(x, _, _)| x).collect();
+    /// assert_eq!(values, vec![0, 1, 2, 5]);
+    /// ```
     pub fn new(scope: Scope<'scope, T>, step: T::Summary) -> (Self, Collection<'scope, T, D, R>) {
         let (feedback, updates) = scope.feedback(step.clone());
         let variable = Self {
@@ -75,33 +99,60 @@ impl<'scope, T: Time, D: Data, R: Abelian> Variable<'scope, T, D, R> {
         let collection = Collection::new(updates).concat(source.clone());
         let variable = Self {
             feedback,
-            source: Some(source.negate()),
+            source: Some(source),
             step,
         };
         (variable, collection)
     }
 
     /// Defines the variable's next round as `result`, closing the loop.
+    ///
+    /// One operator advances the times of `result` and of the negated source: every operator
+    /// on the cycle is scheduled, and tracked by timely's progress, in every round.
     pub fn set(self, result: Collection<'scope, T, D, R>) {
-        let result = match self.source {
-            Some(negated_source) => result.concat(negated_source),
-            None => result,
-        };
         let step = self.step;
-        result
-            .inner
-            .unary::<Output<D, T, R>, _, _, _>(Pipeline, "AdvanceTimes", move |_, _| {
-                move |input, output| {
-                    input.for_each(|capability, container| {
-                        let mut advanced =
-                            std::mem::take(container).map_times(|time| step.results_in(&time));
-                        if !advanced.is_empty() {
-                            output.session(&capability).give_container(&mut advanced);
-                        }
-                    });
-                }
-            })
-            .connect_loop(self.feedback);
+        let advance = move |container: &mut UpdateContainer<D, T, R>| {
+            std::mem::take(container).map_times(|time| step.results_in(&time))
+        };
+        let stream = match self.source {
+            None => result.inner.unary::<Output<D, T, R>, _, _, _>(
+                Pipeline,
+                "AdvanceTimes",
+                move |_, _| {
+                    move |input, output| {
+                        input.for_each(|capability, container| {
+                            let mut advanced = advance(container);
+                            if !advanced.is_empty() {
+                                output.session(&capability).give_container(&mut advanced);
+                            }
+                        });
+                    }
+                },
+            ),
+            Some(source) => result.inner.binary::<_, Output<D, T, R>, _, _, _, _>(
+                source.inner,
+                Pipeline,
+                Pipeline,
+                "AdvanceTimes",
+                move |_, _| {
+                    move |result, source, output| {
+                        result.for_each(|capability, container| {
+                            let mut advanced = advance(container);
+                            if !advanced.is_empty() {
+                                output.session(&capability).give_container(&mut advanced);
+                            }
+                        });
+                        source.for_each(|capability, container| {
+                            let mut advanced = advance(container).negate();
+                            if !advanced.is_empty() {
+                                output.session(&capability).give_container(&mut advanced);
+                            }
+                        });
+                    }
+                },
+            ),
+        };
+        stream.connect_loop(self.feedback);
     }
 }
 

@@ -17,9 +17,10 @@ mod chain;
 mod key;
 mod replay;
 
-use crate::arrange::{build_batch, Arranged, HeldCapabilities};
-use crate::collection::Collection;
+use crate::arrange::{batch_as_updates, build_batch, Arranged, HeldCapabilities};
+use crate::collection::{Collection, Output};
 use crate::config::RippleConfig;
+use crate::container::UpdateContainer;
 use crate::hashing::ExchangeData;
 use crate::shared::TraceAgent;
 use columnar::{Borrow, Columnar, Index, Push, Ref};
@@ -32,13 +33,20 @@ use ripple_updates::search::gallop;
 use ripple_updates::{Abelian, Antichain, Data, PartialOrder, Semigroup, Time, Update, Updates};
 use timely::container::CapacityContainerBuilder;
 use timely::dataflow::channels::pact::Pipeline;
-use timely::dataflow::operators::generic::Operator;
+use timely::dataflow::operators::generic::{Operator, OutputBuilderSession};
 use timely::dataflow::operators::CapabilitySet;
+use timely::dataflow::Stream;
 
 /// Output corrections are handed to the batcher in pieces of about this many updates, so a big
 /// interval's output is not held twice (once gathered, once in the batcher) and the gathering
 /// buffer kept between activations stays small.
 const PRODUCED_FLUSH: usize = 1 << 16;
+
+/// What the reduce operator makes: the stream it ships and its output trace.
+type Shipped<'scope, K, V, T, R, C> = (Stream<'scope, T, C>, TraceAgent<K, V, T, R>);
+
+/// The container builder of a stream of batches.
+type BatchBuilder<K, V, T, R> = CapacityContainerBuilder<Vec<Batch<(K, V, T, R)>>>;
 
 /// A received input batch waiting for its interval, with the capabilities it arrived under.
 type Queued<K, V, T, R> = (Batch<(K, V, T, R)>, CapabilitySet<T>);
@@ -79,11 +87,64 @@ where
     pub fn reduce_core<V2, R2>(
         self,
         name: &str,
-        mut logic: impl FnMut(Ref<'_, K>, &[(Ref<'_, V>, R)], &mut Vec<(V2, R2)>) + 'static,
+        logic: impl FnMut(Ref<'_, K>, &[(Ref<'_, V>, R)], &mut Vec<(V2, R2)>) + 'static,
     ) -> Arranged<'scope, K, V2, T, R2>
     where
         V2: Data,
         R2: Semigroup + Abelian,
+    {
+        let (stream, trace) = self.reduce_operator::<V2, R2, BatchBuilder<K, V2, T, R2>>(
+            name,
+            logic,
+            |batch, output, capabilities| output.session(capabilities).give(batch.clone()),
+        );
+        Arranged { stream, trace }
+    }
+
+    /// [`Self::reduce_core`] for when only the output collection is wanted: each output
+    /// `(key, val)` becomes a record by `record`, and the output arrangement stays internal.
+    pub(crate) fn reduce_collection<V2, R2, D>(
+        self,
+        name: &str,
+        logic: impl FnMut(Ref<'_, K>, &[(Ref<'_, V>, R)], &mut Vec<(V2, R2)>) + 'static,
+        mut record: impl FnMut(Ref<'_, K>, Ref<'_, V2>) -> D + 'static,
+    ) -> Collection<'scope, T, D, R2>
+    where
+        V2: Data,
+        R2: Semigroup + Abelian,
+        D: Data,
+    {
+        let (inner, _trace) = self.reduce_operator::<V2, R2, Output<D, T, R2>>(
+            name,
+            logic,
+            move |batch, output, capabilities| {
+                let mut session = output.session(capabilities);
+                let mut container = UpdateContainer::<D, T, R2>::default();
+                batch_as_updates(batch, &mut container, &mut record, |full| {
+                    session.give_container(full)
+                });
+                if !container.is_empty() {
+                    session.give_container(&mut container);
+                }
+            },
+        );
+        Collection { inner }
+    }
+
+    /// The reduce operator, shipping each output batch downstream with `ship`: as a batch
+    /// ([`Self::reduce_core`]), or as update containers where a collection is all that is
+    /// wanted (one operator fewer in every round than arranging, then reading the batches).
+    pub(crate) fn reduce_operator<V2, R2, CB>(
+        self,
+        name: &str,
+        mut logic: impl FnMut(Ref<'_, K>, &[(Ref<'_, V>, R)], &mut Vec<(V2, R2)>) + 'static,
+        mut ship: impl FnMut(&Batch<(K, V2, T, R2)>, &mut OutputBuilderSession<'_, T, CB>, &CapabilitySet<T>)
+            + 'static,
+    ) -> Shipped<'scope, K, V2, T, R2, CB::Container>
+    where
+        V2: Data,
+        R2: Semigroup + Abelian,
+        CB: timely::ContainerBuilder,
     {
         let config = RippleConfig::of(self.stream.scope().worker());
         let mut input_trace = self.trace.handle.clone();
@@ -93,254 +154,245 @@ where
 
         let stream = self
             .stream
-            .unary_frontier::<CapacityContainerBuilder<Vec<Batch<(K, V2, T, R2)>>>, _, _, _>(
-                Pipeline,
-                name,
-                move |_, _| {
-                    let mut lower =
-                        Antichain::from_elem(<T as timely::progress::Timestamp>::minimum());
-                    // The upper of the last input batch received.
-                    let mut received =
-                        Antichain::from_elem(<T as timely::progress::Timestamp>::minimum());
-                    // Received batches not yet processed, with their capabilities.
-                    let mut queued: Vec<Queued<K, V, T, R>> = Vec::new();
-                    // Capabilities for the deferred times.
-                    let mut held = HeldCapabilities::<T>::default();
-                    // Deferred times as `(key, time)`, sorted, to be taken up when `upper`
-                    // passes them; and the list an activation writes for the next one.
-                    let mut deferred: Vec<(K, T)> = Vec::new();
-                    let mut next_deferred: Vec<(K, T)> = Vec::new();
-                    // One key's deferred times still beyond `upper`, with those its pass defers
-                    // (its times now due go to `key_times`).
-                    let mut later_times: Vec<T> = Vec::new();
-                    // The keys to visit in an activation, sorted and distinct.
-                    let mut keys: Vec<K> = Vec::new();
-                    let mut key_times: Vec<T> = Vec::new();
-                    let mut produced = Updates::<(K, V2, T, R2)>::default();
-                    let mut batcher = MergeBatcher::<(K, V2, T, R2)>::new(config.batcher);
-                    let mut builder = Builder::new();
-                    let mut lookups: [LookupScratch; 3] = Default::default();
-                    let probe_run = config.probe_run.max(1);
-                    move |(input, frontier), output| {
-                        input.for_each(|capability, batches| {
-                            let capabilities = capability.retain_stamp(0);
-                            for batch in batches.drain(..) {
-                                received.clone_from(&batch.description().upper);
-                                queued.push((batch, capabilities.clone()));
-                            }
-                        });
-
-                        // The interval to process ends at the last input batch boundary that
-                        // is not beyond the input frontier, or at the upper of the last batch
-                        // received, if that is further: the arrangement sends a batch only once
-                        // everything before its upper is in the trace, and the frontier that
-                        // says so reaches this operator only at the end of the worker's step.
-                        // Going by the batches saves a step per iteration round.
-                        let snapshot = input_trace.snapshot();
-                        let through: Vec<_> = snapshot
-                            .batches()
-                            .iter()
-                            .take_while(|batch| {
-                                let upper = &batch.description().upper;
-                                PartialOrder::less_equal(&upper.borrow(), &frontier.frontier())
-                                    || PartialOrder::less_equal(upper, &received)
-                            })
-                            .cloned()
-                            .collect();
-                        let Some(upper) = through
-                            .last()
-                            .map(|batch| batch.description().upper.clone())
-                        else {
-                            return;
-                        };
-                        if upper == lower {
-                            return;
+            .unary_frontier::<CB, _, _, _>(Pipeline, name, move |_, _| {
+                let mut lower = Antichain::from_elem(<T as timely::progress::Timestamp>::minimum());
+                // The upper of the last input batch received.
+                let mut received =
+                    Antichain::from_elem(<T as timely::progress::Timestamp>::minimum());
+                // Received batches not yet processed, with their capabilities.
+                let mut queued: Vec<Queued<K, V, T, R>> = Vec::new();
+                // Capabilities for the deferred times.
+                let mut held = HeldCapabilities::<T>::default();
+                // Deferred times as `(key, time)`, sorted, to be taken up when `upper`
+                // passes them; and the list an activation writes for the next one.
+                let mut deferred: Vec<(K, T)> = Vec::new();
+                let mut next_deferred: Vec<(K, T)> = Vec::new();
+                // One key's deferred times still beyond `upper`, with those its pass defers
+                // (its times now due go to `key_times`).
+                let mut later_times: Vec<T> = Vec::new();
+                // The keys to visit in an activation, sorted and distinct.
+                let mut keys: Vec<K> = Vec::new();
+                let mut key_times: Vec<T> = Vec::new();
+                let mut produced = Updates::<(K, V2, T, R2)>::default();
+                let mut batcher = MergeBatcher::<(K, V2, T, R2)>::new(config.batcher);
+                let mut builder = Builder::new();
+                let mut lookups: [LookupScratch; 3] = Default::default();
+                let probe_run = config.probe_run.max(1);
+                move |(input, frontier), output| {
+                    input.for_each(|capability, batches| {
+                        let capabilities = capability.retain_stamp(0);
+                        for batch in batches.drain(..) {
+                            received.clone_from(&batch.description().upper);
+                            queued.push((batch, capabilities.clone()));
                         }
-                        // The batches through `lower` hold the history, the rest the interval's
-                        // new updates. The spine keeps the two apart: our physical compaction
-                        // frontier is `lower`, so no merge spans it.
-                        let split = through.partition_point(|batch| {
-                            PartialOrder::less_equal(&batch.description().upper, &lower)
-                        });
-                        assert!(
-                            through
-                                .get(split)
-                                .is_none_or(|batch| batch.description().lower == lower),
-                            "reduce: an input batch spans the interval's lower bound {lower:?}"
-                        );
-                        let new_snapshot = TraceSnapshot::new(through[split..].to_vec());
-                        let mut through = through;
-                        through.truncate(split);
-                        let history_snapshot = TraceSnapshot::new(through);
-                        let output_snapshot = output_trace.snapshot();
+                    });
 
-                        // Keys to visit: those of the new updates ...
-                        let mut capabilities = std::mem::take(&mut held);
-                        keys.clear();
-                        queued.retain(|(batch, caps)| {
-                            if !PartialOrder::less_equal(&batch.description().upper, &upper) {
-                                return true;
-                            }
-                            for capability in caps.iter() {
-                                capabilities.insert(capability.clone());
-                            }
-                            let mut cursor = batch.cursor();
-                            while let Some(key) = cursor.get_key() {
-                                keys.push(K::into_owned(key));
-                                cursor.step_key();
-                            }
-                            false
-                        });
-                        // ... and those with deferred times now inside the interval.
-                        Extend::extend(
-                            &mut keys,
-                            deferred
-                                .iter()
-                                .filter(|(_, time)| !upper.less_equal(time))
-                                .map(|(key, _)| key.clone()),
-                        );
-                        keys.sort_unstable();
-                        keys.dedup();
-                        // The walk below writes the next deferred list in one pass, in order:
-                        // entries of keys it does not visit move over as they are, a visited
-                        // key's entries still beyond `upper` merge with those its pass defers.
-                        next_deferred.clear();
-                        let mut deferred_read = 0;
-
-                        // The keys as a column, so cursors can seek with borrowed keys.
-                        let mut key_column = <K as Columnar>::Container::default();
-                        for key in keys.iter() {
-                            key_column.push(key);
-                        }
-                        let key_column = key_column.borrow();
-
-                        let mut history_cursor = history_snapshot.cursor();
-                        let mut new_cursor = new_snapshot.cursor();
-                        let mut output_cursor = output_snapshot.cursor();
-                        let mut scratch = KeyScratch::<V, V2, T, R, R2>::default();
-                        let mut input_history = Vec::new();
-                        let mut new_updates = Vec::new();
-                        let mut output_history = Vec::new();
-                        let mut run_start = 0;
-                        while run_start < keys.len() {
-                            // One batched lookup per trace for a run of keys (each batch walked
-                            // once, the cursors not re-merged after every seek); the hits come
-                            // back key by key, so only one key's histories are held at a time.
-                            let run_end = keys.len().min(run_start + probe_run);
-                            let probes =
-                                columnar::Slice::new(run_start as u64, run_end as u64, key_column);
-                            let [history_lookup, new_lookup, output_lookup] = &mut lookups;
-                            let mut history_hits =
-                                HitStream::start(&mut history_cursor, probes, history_lookup);
-                            let mut new_hits =
-                                HitStream::start(&mut new_cursor, probes, new_lookup);
-                            let mut output_hits =
-                                HitStream::start(&mut output_cursor, probes, output_lookup);
-                            for (probe, key) in keys[run_start..run_end].iter().enumerate() {
-                                let key_ref = key_column.get(run_start + probe);
-                                // Entries of keys before this one are not due (every key
-                                // with a due entry is visited): they carry over. Visited keys
-                                // are dense among the deferred ones, so that run is usually
-                                // empty or short: a gallop from the front finds its end.
-                                let skipped = gallop(deferred_read, deferred.len(), |index| {
-                                    deferred[index].0 < *key
-                                });
-                                next_deferred.extend_from_slice(&deferred[deferred_read..skipped]);
-                                deferred_read = skipped;
-                                key_times.clear();
-                                later_times.clear();
-                                while let Some((_, time)) = deferred
-                                    .get(deferred_read)
-                                    .filter(|(other, _)| other == key)
-                                {
-                                    if upper.less_equal(time) {
-                                        later_times.push(time.clone());
-                                    } else {
-                                        key_times.push(time.clone());
-                                    }
-                                    deferred_read += 1;
-                                }
-                                let kept = later_times.len();
-                                input_history.clear();
-                                history_hits.gather(probe, &mut input_history, |v| v);
-                                new_updates.clear();
-                                new_hits.gather(probe, &mut new_updates, |v| v);
-                                output_history.clear();
-                                output_hits.gather(probe, &mut output_history, V2::into_owned);
-                                reduce_key(
-                                    &mut input_history,
-                                    &mut new_updates,
-                                    &mut output_history,
-                                    &key_times,
-                                    upper.borrow(),
-                                    &mut scratch,
-                                    &mut |input, output| logic(key_ref, input, output),
-                                    &mut |val, time, diff| produced.push(key, val, time, diff),
-                                    &mut |time| later_times.push(time.clone()),
-                                );
-                                if later_times.len() > kept {
-                                    later_times.sort_unstable();
-                                    later_times.dedup();
-                                }
-                                Extend::extend(
-                                    &mut next_deferred,
-                                    later_times.iter().map(|time| (key.clone(), time.clone())),
-                                );
-                                if produced.len() >= PRODUCED_FLUSH {
-                                    batcher.push(produced.view());
-                                    produced.clear();
-                                }
-                            }
-                            run_start = run_end;
-                        }
-                        debug_assert!(
-                            deferred[deferred_read..]
-                                .iter()
-                                .all(|(_, time)| upper.less_equal(time)),
-                            "a key with a due deferred time was not visited"
-                        );
-                        next_deferred.extend_from_slice(&deferred[deferred_read..]);
-                        std::mem::swap(&mut deferred, &mut next_deferred);
-                        batcher.push(produced.view());
-                        produced.clear();
-
-                        // One batch for the interval, under every capability it retires.
-                        let retired = capabilities.before(upper.borrow());
-                        let chain = batcher.seal(upper.borrow());
-                        let batch = build_batch(
-                            &chain,
-                            Description::new(lower.clone(), upper.clone()),
-                            &mut builder,
-                        );
-                        if retired.is_empty() {
-                            debug_assert!(batch.is_empty(), "output without a capability");
-                            output_trace.advance_upper(upper.clone());
-                        } else {
-                            output_trace.insert(batch.clone());
-                            announcer.announce_batch(&batch);
-                            output.session(&retired).give(batch);
-                        }
-                        announcer.announce_progress(&upper);
-                        let mut pending = Antichain::new();
-                        for (_, time) in deferred.iter() {
-                            pending.insert(time.clone());
-                        }
-                        capabilities.downgrade_to(pending.borrow());
-                        held = capabilities;
-
-                        // Only times at or beyond `upper` will be read from now on.
-                        input_trace.set_logical_compaction(upper.borrow());
-                        input_trace.set_physical_compaction(upper.borrow());
-                        output_trace.set_logical_compaction(upper.borrow());
-                        output_trace.set_physical_compaction(upper.borrow());
-                        lower = upper;
+                    // The interval to process ends at the last input batch boundary that
+                    // is not beyond the input frontier, or at the upper of the last batch
+                    // received, if that is further: the arrangement sends a batch only once
+                    // everything before its upper is in the trace, and the frontier that
+                    // says so reaches this operator only at the end of the worker's step.
+                    // Going by the batches saves a step per iteration round.
+                    let snapshot = input_trace.snapshot();
+                    let through: Vec<_> = snapshot
+                        .batches()
+                        .iter()
+                        .take_while(|batch| {
+                            let upper = &batch.description().upper;
+                            PartialOrder::less_equal(&upper.borrow(), &frontier.frontier())
+                                || PartialOrder::less_equal(upper, &received)
+                        })
+                        .cloned()
+                        .collect();
+                    let Some(upper) = through
+                        .last()
+                        .map(|batch| batch.description().upper.clone())
+                    else {
+                        return;
+                    };
+                    if upper == lower {
+                        return;
                     }
-                },
-            );
-        Arranged {
-            stream,
-            trace: reader,
-        }
+                    // The batches through `lower` hold the history, the rest the interval's
+                    // new updates. The spine keeps the two apart: our physical compaction
+                    // frontier is `lower`, so no merge spans it.
+                    let split = through.partition_point(|batch| {
+                        PartialOrder::less_equal(&batch.description().upper, &lower)
+                    });
+                    assert!(
+                        through
+                            .get(split)
+                            .is_none_or(|batch| batch.description().lower == lower),
+                        "reduce: an input batch spans the interval's lower bound {lower:?}"
+                    );
+                    let new_snapshot = TraceSnapshot::new(through[split..].to_vec());
+                    let mut through = through;
+                    through.truncate(split);
+                    let history_snapshot = TraceSnapshot::new(through);
+                    let output_snapshot = output_trace.snapshot();
+
+                    // Keys to visit: those of the new updates ...
+                    let mut capabilities = std::mem::take(&mut held);
+                    keys.clear();
+                    queued.retain(|(batch, caps)| {
+                        if !PartialOrder::less_equal(&batch.description().upper, &upper) {
+                            return true;
+                        }
+                        for capability in caps.iter() {
+                            capabilities.insert(capability.clone());
+                        }
+                        let mut cursor = batch.cursor();
+                        while let Some(key) = cursor.get_key() {
+                            keys.push(K::into_owned(key));
+                            cursor.step_key();
+                        }
+                        false
+                    });
+                    // ... and those with deferred times now inside the interval.
+                    Extend::extend(
+                        &mut keys,
+                        deferred
+                            .iter()
+                            .filter(|(_, time)| !upper.less_equal(time))
+                            .map(|(key, _)| key.clone()),
+                    );
+                    keys.sort_unstable();
+                    keys.dedup();
+                    // The walk below writes the next deferred list in one pass, in order:
+                    // entries of keys it does not visit move over as they are, a visited
+                    // key's entries still beyond `upper` merge with those its pass defers.
+                    next_deferred.clear();
+                    let mut deferred_read = 0;
+
+                    // The keys as a column, so cursors can seek with borrowed keys.
+                    let mut key_column = <K as Columnar>::Container::default();
+                    for key in keys.iter() {
+                        key_column.push(key);
+                    }
+                    let key_column = key_column.borrow();
+
+                    let mut history_cursor = history_snapshot.cursor();
+                    let mut new_cursor = new_snapshot.cursor();
+                    let mut output_cursor = output_snapshot.cursor();
+                    let mut scratch = KeyScratch::<V, V2, T, R, R2>::default();
+                    let mut input_history = Vec::new();
+                    let mut new_updates = Vec::new();
+                    let mut output_history = Vec::new();
+                    let mut run_start = 0;
+                    while run_start < keys.len() {
+                        // One batched lookup per trace for a run of keys (each batch walked
+                        // once, the cursors not re-merged after every seek); the hits come
+                        // back key by key, so only one key's histories are held at a time.
+                        let run_end = keys.len().min(run_start + probe_run);
+                        let probes =
+                            columnar::Slice::new(run_start as u64, run_end as u64, key_column);
+                        let [history_lookup, new_lookup, output_lookup] = &mut lookups;
+                        let mut history_hits =
+                            HitStream::start(&mut history_cursor, probes, history_lookup);
+                        let mut new_hits = HitStream::start(&mut new_cursor, probes, new_lookup);
+                        let mut output_hits =
+                            HitStream::start(&mut output_cursor, probes, output_lookup);
+                        for (probe, key) in keys[run_start..run_end].iter().enumerate() {
+                            let key_ref = key_column.get(run_start + probe);
+                            // Entries of keys before this one are not due (every key
+                            // with a due entry is visited): they carry over. Visited keys
+                            // are dense among the deferred ones, so that run is usually
+                            // empty or short: a gallop from the front finds its end.
+                            let skipped = gallop(deferred_read, deferred.len(), |index| {
+                                deferred[index].0 < *key
+                            });
+                            next_deferred.extend_from_slice(&deferred[deferred_read..skipped]);
+                            deferred_read = skipped;
+                            key_times.clear();
+                            later_times.clear();
+                            while let Some((_, time)) = deferred
+                                .get(deferred_read)
+                                .filter(|(other, _)| other == key)
+                            {
+                                if upper.less_equal(time) {
+                                    later_times.push(time.clone());
+                                } else {
+                                    key_times.push(time.clone());
+                                }
+                                deferred_read += 1;
+                            }
+                            let kept = later_times.len();
+                            input_history.clear();
+                            history_hits.gather(probe, &mut input_history, |v| v);
+                            new_updates.clear();
+                            new_hits.gather(probe, &mut new_updates, |v| v);
+                            output_history.clear();
+                            output_hits.gather(probe, &mut output_history, V2::into_owned);
+                            reduce_key(
+                                &mut input_history,
+                                &mut new_updates,
+                                &mut output_history,
+                                &key_times,
+                                upper.borrow(),
+                                &mut scratch,
+                                &mut |input, output| logic(key_ref, input, output),
+                                &mut |val, time, diff| produced.push(key, val, time, diff),
+                                &mut |time| later_times.push(time.clone()),
+                            );
+                            if later_times.len() > kept {
+                                later_times.sort_unstable();
+                                later_times.dedup();
+                            }
+                            Extend::extend(
+                                &mut next_deferred,
+                                later_times.iter().map(|time| (key.clone(), time.clone())),
+                            );
+                            if produced.len() >= PRODUCED_FLUSH {
+                                batcher.push(produced.view());
+                                produced.clear();
+                            }
+                        }
+                        run_start = run_end;
+                    }
+                    debug_assert!(
+                        deferred[deferred_read..]
+                            .iter()
+                            .all(|(_, time)| upper.less_equal(time)),
+                        "a key with a due deferred time was not visited"
+                    );
+                    next_deferred.extend_from_slice(&deferred[deferred_read..]);
+                    std::mem::swap(&mut deferred, &mut next_deferred);
+                    batcher.push(produced.view());
+                    produced.clear();
+
+                    // One batch for the interval, under every capability it retires.
+                    let retired = capabilities.before(upper.borrow());
+                    let chain = batcher.seal(upper.borrow());
+                    let batch = build_batch(
+                        &chain,
+                        Description::new(lower.clone(), upper.clone()),
+                        &mut builder,
+                    );
+                    if retired.is_empty() {
+                        debug_assert!(batch.is_empty(), "output without a capability");
+                        output_trace.advance_upper(upper.clone());
+                    } else {
+                        output_trace.insert(batch.clone());
+                        announcer.announce_batch(&batch);
+                        ship(&batch, output, &retired);
+                    }
+                    announcer.announce_progress(&upper);
+                    let mut pending = Antichain::new();
+                    for (_, time) in deferred.iter() {
+                        pending.insert(time.clone());
+                    }
+                    capabilities.downgrade_to(pending.borrow());
+                    held = capabilities;
+
+                    // Only times at or beyond `upper` will be read from now on.
+                    input_trace.set_logical_compaction(upper.borrow());
+                    input_trace.set_physical_compaction(upper.borrow());
+                    output_trace.set_logical_compaction(upper.borrow());
+                    output_trace.set_physical_compaction(upper.borrow());
+                    lower = upper;
+                }
+            });
+        (stream, reader)
     }
 }
 
@@ -444,8 +496,9 @@ where
         R2: Semigroup + Abelian,
     {
         self.arrange_by_key()
-            .reduce_core("Reduce", logic)
-            .as_collection()
+            .reduce_collection("Reduce", logic, |key, val| {
+                (K::into_owned(key), V2::into_owned(val))
+            })
     }
 
     /// The least value of each key (among values with positive multiplicity).
@@ -531,11 +584,11 @@ where
     where
         R: Data,
     {
-        self.arrange_by_self()
-            .reduce_core("Count", |_key, input, output| {
-                output.push((input[0].1.clone(), R2::from(1)));
-            })
-            .as_collection()
+        self.arrange_by_self().reduce_collection(
+            "Count",
+            |_key, input, output| output.push((input[0].1.clone(), R2::from(1))),
+            |key, count| (K::into_owned(key), R::into_owned(count)),
+        )
     }
 
     /// Each record with multiplicity `logic(record, multiplicity)`, dropped where that is 0.
@@ -558,14 +611,16 @@ where
         self,
         mut logic: impl FnMut(Ref<'_, K>, &R) -> R2 + 'static,
     ) -> Collection<'scope, T, K, R2> {
-        self.arrange_by_self()
-            .reduce_core("Threshold", move |key, input, output| {
+        self.arrange_by_self().reduce_collection(
+            "Threshold",
+            move |key, input, output| {
                 let diff = logic(key, &input[0].1);
                 if !diff.is_zero() {
                     output.push(((), diff));
                 }
-            })
-            .as_keys()
+            },
+            |key, ()| K::into_owned(key),
+        )
     }
 
     /// Each record with positive multiplicity, once.
