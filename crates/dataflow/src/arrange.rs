@@ -64,31 +64,35 @@ impl<T: Time> Default for HeldCapabilities<T> {
 impl<T: Time> HeldCapabilities<T> {
     /// Adds `capability` unless a held one is already at or before it; drops held ones after it.
     pub(crate) fn insert(&mut self, capability: Capability<T>) {
-        if self
-            .capabilities
-            .iter()
-            .any(|held| held.time().less_equal(capability.time()))
-        {
-            return;
+        if !self.covers(capability.time()) {
+            self.hold(capability);
         }
+    }
+
+    /// Holds the times of a message's stamp as [`Self::insert`] does, but mints a capability
+    /// (for output 0) only for the times no held one covers: messages mostly arrive at times
+    /// already held, and every capability minted and dropped is progress traffic that timely
+    /// must sort out.
+    pub(crate) fn insert_stamp(&mut self, capability: &InputCapability<T>) {
+        for time in capability.stamp().iter() {
+            if !self.covers(time) {
+                self.hold(capability.delayed(time, 0));
+            }
+        }
+    }
+
+    /// True when a held capability is at or before `time`.
+    fn covers(&self, time: &T) -> bool {
+        self.capabilities
+            .iter()
+            .any(|held| held.time().less_equal(time))
+    }
+
+    /// Adds `capability`, which no held one covers, dropping the held ones after it.
+    fn hold(&mut self, capability: Capability<T>) {
         self.capabilities
             .retain(|held| !capability.time().less_equal(held.time()));
         self.capabilities.push(capability);
-    }
-
-    /// Holds the times of a message's stamp: mints a capability (for output 0) only for the
-    /// times no held capability covers. Messages mostly arrive at times already held, and
-    /// every capability minted and dropped is progress traffic that timely must sort out.
-    pub(crate) fn insert_stamp(&mut self, capability: &InputCapability<T>) {
-        for time in capability.stamp().iter() {
-            if !self
-                .capabilities
-                .iter()
-                .any(|held| held.time().less_equal(time))
-            {
-                self.insert(capability.delayed(time, 0));
-            }
-        }
     }
 
     /// True when some held capability is for a time not `>= frontier`: work may be due.
@@ -342,25 +346,36 @@ where
     }
 }
 
-/// Appends `batch`'s updates to `container`, each `(key, val)` turned into a record by
-/// `logic`, handing the container to `ship` whenever it is full; what is left stays in it.
-pub(crate) fn batch_as_updates<K: Data, V: Data, T: Time, R: Semigroup, D: Data>(
-    batch: &Batch<(K, V, T, R)>,
-    container: &mut UpdateContainer<D, T, R>,
+/// Hands `batches`' updates to `ship` in update containers of about [`SHIP_UPDATES`] each,
+/// every `(key, val)` turned into a record by `logic`.
+pub(crate) fn ship_as_updates<'b, K, V, T, R, D>(
+    batches: impl IntoIterator<Item = &'b Batch<(K, V, T, R)>>,
     logic: &mut impl FnMut(Ref<'_, K>, Ref<'_, V>) -> D,
     mut ship: impl FnMut(&mut UpdateContainer<D, T, R>),
-) {
-    let mut cursor = batch.cursor();
-    while let Some(key) = cursor.get_key() {
-        while let Some(val) = cursor.get_val() {
-            let data = logic(key, val);
-            cursor.map_times(|time, diff| container.push_data_ref_owned(&data, time, diff));
-            cursor.step_val();
+) where
+    K: Data,
+    V: Data,
+    T: Time,
+    R: Semigroup,
+    D: Data,
+{
+    let mut container = UpdateContainer::<D, T, R>::default();
+    for batch in batches {
+        let mut cursor = batch.cursor();
+        while let Some(key) = cursor.get_key() {
+            while let Some(val) = cursor.get_val() {
+                let data = logic(key, val);
+                cursor.map_times(|time, diff| container.push_data_ref_owned(&data, time, diff));
+                cursor.step_val();
+            }
+            if container.len() >= SHIP_UPDATES {
+                ship(&mut container.take_reserving());
+            }
+            cursor.step_key();
         }
-        if container.len() >= SHIP_UPDATES {
-            ship(&mut container.take_reserving());
-        }
-        cursor.step_key();
+    }
+    if !container.is_empty() {
+        ship(&mut container);
     }
 }
 
@@ -376,15 +391,9 @@ impl<'scope, K: Data, V: Data, T: Time, R: Semigroup> Arranged<'scope, K, V, T, 
                     move |input, output| {
                         input.for_each(|capability, batches| {
                             let mut session = output.session(&capability);
-                            let mut container = UpdateContainer::<D, T, R>::default();
-                            for batch in batches.iter() {
-                                batch_as_updates(batch, &mut container, &mut logic, |full| {
-                                    session.give_container(full)
-                                });
-                            }
-                            if !container.is_empty() {
-                                session.give_container(&mut container);
-                            }
+                            ship_as_updates(batches.iter(), &mut logic, |container| {
+                                session.give_container(container)
+                            });
                         });
                     }
                 });

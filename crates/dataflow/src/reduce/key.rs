@@ -55,6 +55,10 @@ impl<V: Data, V2, T, R, R2> Default for KeyScratch<'_, V, V2, T, R, R2> {
 /// the times earlier passes deferred to this interval (none at or beyond `upper`).
 /// Corrections at times in the interval go to `emit`; times at or beyond `upper` that will
 /// need examining go to `defer`.
+// Called from one place, the operator's loop over keys. LLVM's choice to inline it there
+// flips with unrelated edits to the operator; the hint keeps it (bfs on 1k/2k at 1,000
+// updates per step, callgrind: 1.746G instructions with it, 1.750G when left out of line).
+#[inline]
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn reduce_key<'a, V, V2, T, R, R2>(
     history: &mut Vec<(Ref<'a, V>, T, R)>,

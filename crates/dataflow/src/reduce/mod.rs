@@ -17,10 +17,9 @@ mod chain;
 mod key;
 mod replay;
 
-use crate::arrange::{batch_as_updates, build_batch, Arranged, HeldCapabilities};
+use crate::arrange::{build_batch, ship_as_updates, Arranged, HeldCapabilities};
 use crate::collection::{Collection, Output};
 use crate::config::RippleConfig;
-use crate::container::UpdateContainer;
 use crate::hashing::ExchangeData;
 use crate::shared::TraceAgent;
 use columnar::{Borrow, Columnar, Index, Push, Ref};
@@ -119,13 +118,9 @@ where
             logic,
             move |batch, output, capabilities| {
                 let mut session = output.session(capabilities);
-                let mut container = UpdateContainer::<D, T, R2>::default();
-                batch_as_updates(batch, &mut container, &mut record, |full| {
-                    session.give_container(full)
+                ship_as_updates([batch], &mut record, |container| {
+                    session.give_container(container)
                 });
-                if !container.is_empty() {
-                    session.give_container(&mut container);
-                }
             },
         );
         Collection { inner }
