@@ -13,8 +13,8 @@ use crate::container::UpdateContainer;
 use ripple_updates::{Abelian, Data, Product, Time};
 use timely::dataflow::channels::pact::Pipeline;
 use timely::dataflow::operators::feedback::Handle;
-use timely::dataflow::operators::generic::Operator;
-use timely::dataflow::operators::{ConnectLoop, Feedback};
+use timely::dataflow::operators::generic::{Operator, OutputBuilderSession};
+use timely::dataflow::operators::{CapabilityTrait, ConnectLoop, Feedback};
 use timely::dataflow::scope::Iterative;
 use timely::dataflow::Scope;
 use timely::progress::timestamp::PathSummary;
@@ -121,10 +121,7 @@ impl<'scope, T: Time, D: Data, R: Abelian> Variable<'scope, T, D, R> {
                 move |_, _| {
                     move |input, output| {
                         input.for_each(|capability, container| {
-                            let mut advanced = advance(container);
-                            if !advanced.is_empty() {
-                                output.session(&capability).give_container(&mut advanced);
-                            }
+                            give_unless_empty(output, &capability, advance(container));
                         });
                     }
                 },
@@ -137,22 +134,27 @@ impl<'scope, T: Time, D: Data, R: Abelian> Variable<'scope, T, D, R> {
                 move |_, _| {
                     move |result, source, output| {
                         result.for_each(|capability, container| {
-                            let mut advanced = advance(container);
-                            if !advanced.is_empty() {
-                                output.session(&capability).give_container(&mut advanced);
-                            }
+                            give_unless_empty(output, &capability, advance(container));
                         });
                         source.for_each(|capability, container| {
-                            let mut advanced = advance(container).negate();
-                            if !advanced.is_empty() {
-                                output.session(&capability).give_container(&mut advanced);
-                            }
+                            give_unless_empty(output, &capability, advance(container).negate());
                         });
                     }
                 },
             ),
         };
         stream.connect_loop(self.feedback);
+    }
+}
+
+/// Sends `container` under `capability`, unless advancing its times left it empty.
+fn give_unless_empty<T: Time, D: Data, R: Abelian>(
+    output: &mut OutputBuilderSession<'_, T, Output<D, T, R>>,
+    capability: &impl CapabilityTrait<T>,
+    mut container: UpdateContainer<D, T, R>,
+) {
+    if !container.is_empty() {
+        output.session(capability).give_container(&mut container);
     }
 }
 
