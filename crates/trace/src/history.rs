@@ -7,6 +7,13 @@
 //! `u16` up to 65,536, a `u32` beyond. When the pairs are nearly all distinct the dictionary
 //! would cost more than it saves, and the pairs are stored per update ("plain").
 //!
+//! The hashing costs a few percent (bfs on 1k/2k at 1,000 updates per step: 3.5% of all
+//! instructions, and half the builders that reach 256 updates there find them mostly distinct
+//! and go plain), and skipping it is not worth the memory: with every batch plain, bfs on
+//! 1k/2k ran within 1% of the time (noise), and on 1m/10m at 100,000 per step in the same time
+//! (2.65 and 2.63 s against 2.62 and 2.78 s for 300,000 updates) with 46% more peak resident
+//! memory (664 MB against 455 MB).
+//!
 //! Reads hand out the dictionary's `Ref` items, so they borrow like every other column.
 
 use columnar::{Borrow, Clear, Container, ContainerOf, Index, Len, Push, Ref};

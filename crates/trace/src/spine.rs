@@ -24,7 +24,12 @@
 //! Merges advance times to the logical compaction frontier (`since`) and consolidate. The
 //! physical compaction frontier says which batches readers still need distinct: a batch enters
 //! the levels (and may be merged) only once its `upper` is not beyond that frontier; until then
-//! it waits in `pending`. Empty batches carry frontier progress and merge at no cost.
+//! it waits in `pending`. Empty batches carry frontier progress and weigh 1; their merges cost
+//! what copying the other side costs, with no work of their own. (At one update per step half
+//! the merges have an empty side: bfs on 1k/2k, 1,000 updates, makes 12,300 merges, 3,100 of
+//! them of two empty batches. Completing those merges without the merge machinery, and those
+//! of one empty batch whose partner needed no advancing and was not shared with a reader, saved
+//! 0.7% of the instructions, 0.4% at 1,000 updates per step; not kept.)
 
 use crate::batch::Batch;
 use crate::builder::Builder;

@@ -5,7 +5,12 @@
 //!   integers, tuples of integers, `Product` times). Copying such an update out of its columns
 //!   is a few register moves, and sorting a `Vec` of rows in place is the fastest sort there is.
 //!   This is the common case in graphs, and the case where per-record column access made the
-//!   columnar merge batcher of the seed lose 4-6x.
+//!   columnar merge batcher of the seed lose 4-6x. A radix sort does not beat it here: on
+//!   500,000 rows shaped like bfs's (`u32` key and value, `Product<u64, u32>` time, `i64` diff;
+//!   keys below 10^6, about 50 significant bits in all), the comparison sort took 19-21 ms,
+//!   an LSD radix sort over the packed significant bits (7 byte passes scattering whole rows)
+//!   30-40 ms, a sort of `(packed key, index)` pairs followed by a gather 19-30 ms, and a
+//!   comparison sort by the packed key 35 ms (a standalone measurement, not kept).
 //! - **Columns** ([`consolidate_columns`]), for everything else (`String`, `Vec<u8>`, ...):
 //!   sort a permutation of indices by comparing borrowed items in place, then gather. Nothing is
 //!   cloned per record. `String` keys sort by an integer of their bytes past the prefix all keys

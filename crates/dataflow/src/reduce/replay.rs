@@ -106,7 +106,11 @@ fn advance_passed<V: Ord, T: Time, R: Semigroup>(passed: &mut Vec<(V, T, R)>, me
 /// then sorts by time. Histories arrive batch by batch, each batch's values in order: a stable
 /// sort merges those runs (cheaper than merging the batches' values while reading them, whose
 /// comparisons mispredicted). Advancing by the meet makes many of a value's times equal: the
-/// updates that cancel vanish, and their times need no visit.
+/// updates that cancel vanish, and their times need no visit. One sort by `(time, value)`
+/// with a linear consolidation instead sorts the updates before they shrink: it ran 2% slower
+/// (bfs on 1k/2k at 1,000 per step, three paired runs), and once neighbours were added up as
+/// they are joined ([`advance_then_consolidate`]) it executed 1.9% fewer instructions but ran
+/// no faster (medians of 5 paired runs within 0.3%, and within 0.6% at 10,000 per step).
 fn consolidate_values_then_sort<V: Ord, T: Time, R: Semigroup>(updates: &mut Vec<(V, T, R)>) {
     updates.sort_by(|a, b| a.0.cmp(&b.0));
     consolidate_within_values(updates);
@@ -119,11 +123,47 @@ pub(crate) fn advance_then_consolidate<V: Ord, T: Time, R: Semigroup>(
     updates: &mut Vec<(V, T, R)>,
     meet: &T,
 ) {
-    for update in updates.iter_mut() {
-        update.1.join_assign(meet);
+    if updates.len() < ADD_AS_JOINED_MIN {
+        for update in updates.iter_mut() {
+            update.1.join_assign(meet);
+        }
+        consolidate_values_then_sort(updates);
+        return;
     }
+    // Each batch's updates come sorted by value, then time, so joining makes a value's
+    // colliding times neighbours: they are added up as they are joined, and the sorts that
+    // follow see fewer updates.
+    let mut kept = 0;
+    for index in 0..updates.len() {
+        updates[index].1.join_assign(meet);
+        let collides = kept > 0
+            && updates[kept - 1].1 == updates[index].1
+            && updates[kept - 1].0 == updates[index].0;
+        if collides {
+            let diff = updates[index].2.clone();
+            updates[kept - 1].2.plus_equals(&diff);
+            if updates[kept - 1].2.is_zero() {
+                kept -= 1;
+            }
+        } else {
+            if kept != index {
+                updates.swap(kept, index);
+            }
+            kept += 1;
+        }
+    }
+    updates.truncate(kept);
     consolidate_values_then_sort(updates);
 }
+
+/// Histories at least this long add up neighbours that joining makes equal before sorting.
+/// In bfs on 1k/2k at 1,000 updates per step a visit's input history shrinks from 23 updates
+/// to 10 once consolidated; adding up neighbours first took 4% off the instructions and 5.5%
+/// off the time there (medians of 5 paired runs), and 7% off the time at 10,000 per step
+/// (medians of 4); at 1 to 100 and at 100,000 per step it is within noise. Shorter histories,
+/// as on bigger graphs, rarely collide, and the comparisons would only add cost (0.4% more
+/// instructions on a 100k/1m graph at 10,000 per step without this bound, 0.1% with it).
+const ADD_AS_JOINED_MIN: usize = 8;
 
 /// The accumulation at `now` of `passed` (sorted by `(value, time)`): per value, the sum of
 /// the diffs at times `<= now`, sorted by value, zero sums left out. No sorting needed.
@@ -422,6 +462,35 @@ mod tests {
                 .collect();
             consolidate_pairs(&mut expected);
             prop_assert_eq!(accumulation, expected);
+        }
+
+        /// Advancing and consolidating a history (no zero diffs, as traces hold none) gives
+        /// its consolidated, advanced updates sorted by time, whether it comes as batches
+        /// (runs sorted by value and time, where joining makes neighbours collide) or in any
+        /// order, short or long.
+        #[test]
+        fn advanced_histories_match_consolidation(
+            batches in proptest::collection::vec(updates(), 0..4),
+            sorted in any::<bool>(),
+            meet in (0u64..4, 0u32..4),
+        ) {
+            let mut history = Vec::new();
+            for mut batch in batches {
+                batch.retain(|update| update.2 != 0);
+                if sorted {
+                    consolidate_triples(&mut batch);
+                }
+                history.extend(batch);
+            }
+            let meet = Product::new(meet.0, meet.1);
+            let mut expected: Vec<_> =
+                history.iter().map(|(v, t, r)| (*v, t.join(&meet), *r)).collect();
+            consolidate_triples(&mut expected);
+
+            advance_then_consolidate(&mut history, &meet);
+            prop_assert!(history.is_sorted_by(|a, b| a.1 <= b.1), "not sorted by time");
+            history.sort_unstable_by_key(|a| (a.0, a.1));
+            prop_assert_eq!(history, expected);
         }
     }
 }
