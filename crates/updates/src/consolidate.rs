@@ -291,22 +291,38 @@ pub fn consolidate_within_values<V: Eq, T: Ord, R: Semigroup>(updates: &mut Vec<
         }
         let run_kept = kept;
         for index in start..end {
-            if kept > run_kept && updates[kept - 1].1 == updates[index].1 {
-                let diff = updates[index].2.clone();
-                updates[kept - 1].2.plus_equals(&diff);
-                if updates[kept - 1].2.is_zero() {
-                    kept -= 1;
-                }
-            } else {
-                if kept != index {
-                    updates.swap(kept, index);
-                }
-                kept += 1;
-            }
+            let collides = kept > run_kept && updates[kept - 1].1 == updates[index].1;
+            keep_or_add(updates, &mut kept, index, collides);
         }
         start = end;
     }
     updates.truncate(kept);
+}
+
+/// One step of consolidating `updates` in place, front to back: `updates[..*kept]` holds the
+/// updates kept so far, and `updates[index]` (with `index >= *kept`) is the next one. When it
+/// `collides` with the last kept update (same value and time), its diff is added there and a
+/// zero sum is dropped; otherwise it joins the kept updates. The caller truncates to `kept`.
+#[inline(always)]
+pub fn keep_or_add<V, T, R: Semigroup>(
+    updates: &mut [(V, T, R)],
+    kept: &mut usize,
+    index: usize,
+    collides: bool,
+) {
+    debug_assert!(*kept <= index && (!collides || *kept > 0));
+    if collides {
+        let diff = updates[index].2.clone();
+        updates[*kept - 1].2.plus_equals(&diff);
+        if updates[*kept - 1].2.is_zero() {
+            *kept -= 1;
+        }
+    } else {
+        if *kept != index {
+            updates.swap(*kept, index);
+        }
+        *kept += 1;
+    }
 }
 
 /// Sorts `(item, diff)` pairs by item, adds the diffs of equal items and drops zero sums: the

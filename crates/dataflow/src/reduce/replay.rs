@@ -21,7 +21,7 @@
 //!   deferred time).
 
 use columnar::Ref;
-use ripple_updates::consolidate::{consolidate_pairs, consolidate_within_values};
+use ripple_updates::consolidate::{consolidate_pairs, consolidate_within_values, keep_or_add};
 use ripple_updates::{Abelian, AntichainRef, Data, Semigroup, Time};
 
 /// Buffers reused across keys.
@@ -139,18 +139,7 @@ pub(crate) fn advance_then_consolidate<V: Ord, T: Time, R: Semigroup>(
         let collides = kept > 0
             && updates[kept - 1].1 == updates[index].1
             && updates[kept - 1].0 == updates[index].0;
-        if collides {
-            let diff = updates[index].2.clone();
-            updates[kept - 1].2.plus_equals(&diff);
-            if updates[kept - 1].2.is_zero() {
-                kept -= 1;
-            }
-        } else {
-            if kept != index {
-                updates.swap(kept, index);
-            }
-            kept += 1;
-        }
+        keep_or_add(updates, &mut kept, index, collides);
     }
     updates.truncate(kept);
     consolidate_values_then_sort(updates);
