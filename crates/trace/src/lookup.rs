@@ -300,7 +300,9 @@ fn bisect(start: usize, end: usize, before: impl Fn(usize) -> bool) -> usize {
 }
 
 /// Like [`intersect_galloping`], walking both sorted sequences once. As in the galloping walk,
-/// on a match only the probe moves on, so a repeated probe finds the same key again.
+/// a repeated probe finds the same key again. Where keys outnumber probes at least twice, each
+/// probe takes a block of keys at once ([`walk_dense`]); otherwise probe and key step in turn
+/// ([`walk_dense_stepping`]), which spends fewer instructions when nearly every key is probed.
 #[inline]
 fn intersect_dense<K: Ord>(
     probe_count: usize,
@@ -313,15 +315,83 @@ fn intersect_dense<K: Ord>(
     // loop write each pair unconditionally and count only the matches.
     let start = hits.len();
     hits.resize(start + probe_count, (0, 0));
-    let (mut p, mut k, mut found) = (0, 0, start);
+    let out = &mut hits[start..];
+    let found = if key_count < 2 * probe_count {
+        walk_dense_stepping(probe_count, key_count, probe, key, out)
+    } else {
+        walk_dense(probe_count, key_count, probe, key, out)
+    };
+    hits.truncate(start + found);
+}
+
+/// Like [`walk_dense`], stepping the probe, the key or both after each comparison: about one
+/// step per probe where probes and keys mostly match, one per key passed otherwise.
+#[inline]
+fn walk_dense_stepping<K: Ord>(
+    probe_count: usize,
+    key_count: usize,
+    probe: impl Fn(usize) -> K,
+    key: impl Fn(usize) -> K,
+    out: &mut [(u32, u32)],
+) -> usize {
+    assert!(out.len() >= probe_count, "room for every probe");
+    let (mut p, mut k, mut found) = (0, 0, 0);
     while p < probe_count && k < key_count {
-        let ordering = probe(p).cmp(&key(k));
-        hits[found] = (p as u32, k as u32);
-        found += (ordering == Ordering::Equal) as usize;
+        let target = probe(p);
+        let ordering = target.cmp(&key(k));
+        out[found] = (p as u32, k as u32);
+        let equal = ordering == Ordering::Equal;
+        // A match moves the key on too unless the next probe repeats this one: with distinct
+        // probes matching in a row, one step per probe instead of two.
+        let repeated = p + 1 < probe_count && probe(p + 1) == target;
+        found += equal as usize;
         p += (ordering != Ordering::Greater) as usize;
-        k += (ordering == Ordering::Greater) as usize;
+        k += (ordering == Ordering::Greater) as usize + (equal && !repeated) as usize;
     }
-    hits.truncate(found);
+    found
+}
+
+/// How many keys [`walk_dense`] compares with a probe at once.
+const DENSE_BLOCK: usize = 8;
+
+/// The loop of [`intersect_dense`]: writes the `(probe, key)` pairs of matches to the front of
+/// `out` (room for every probe) and returns their number.
+///
+/// A walk that steps either the probe or the key after each comparison makes every step wait
+/// for the previous comparison: a chain of dependent loads, several per probe. Instead each
+/// probe counts the keys below it in a block of [`DENSE_BLOCK`] keys from the current position
+/// (after skipping whole blocks that lie below it): those comparisons do not depend on one
+/// another, so a probe costs about one load-and-compare of latency however many keys it passes.
+/// Keys are distinct, so the keys below a probe are a prefix of the block and their count is
+/// the step to the first key at or after it. (bfs on 1m/10m at 100,000 updates per step, the
+/// reduce walking its big batches for a few hundred thousand keys per round: 2.3% less time
+/// than stepping through them, medians of 6 runs side by side; at 10,000 per step 1.3% less.)
+#[inline]
+fn walk_dense<K: Ord>(
+    probe_count: usize,
+    key_count: usize,
+    probe: impl Fn(usize) -> K,
+    key: impl Fn(usize) -> K,
+    out: &mut [(u32, u32)],
+) -> usize {
+    assert!(out.len() >= probe_count, "room for every probe");
+    let (mut k, mut found) = (0, 0);
+    for p in 0..probe_count {
+        let target = probe(p);
+        while k + DENSE_BLOCK <= key_count && key(k + DENSE_BLOCK - 1) < target {
+            k += DENSE_BLOCK;
+        }
+        let end = (k + DENSE_BLOCK).min(key_count);
+        k += (k..end).map(|j| (key(j) < target) as usize).sum::<usize>();
+        if k == key_count {
+            // Every key is below this probe, and below every later one.
+            break;
+        }
+        // `found <= p < probe_count`: in bounds. Written always, kept only on a match.
+        out[found] = (p as u32, k as u32);
+        found += (key(k) == target) as usize;
+    }
+    found
 }
 
 /// The second half of [`lookup`]: positions `cursor` at the next probe found (in probe order),
@@ -412,7 +482,10 @@ fn prefetch_ahead<U: Update>(cursor: &TraceCursor<'_, U>, scratch: &LookupScratc
 
 #[cfg(test)]
 mod tests {
-    use super::{bisect, intersect_dense, intersect_fenced, intersect_galloping, KEY_FENCE};
+    use super::{
+        bisect, intersect_dense, intersect_fenced, intersect_galloping, walk_dense,
+        walk_dense_stepping, KEY_FENCE,
+    };
     use proptest::prelude::*;
 
     proptest! {
@@ -453,6 +526,37 @@ mod tests {
                 prop_assert_eq!(hits[0], (7, 7));
                 prop_assert_eq!(&hits[1..], &expected[..]);
             }
+            // Both dense walks, whichever `intersect_dense` picks for these counts.
+            type Walk = fn(usize, usize, &dyn Fn(usize) -> u32, &dyn Fn(usize) -> u32, &mut [(u32, u32)]) -> usize;
+            let walks: [Walk; 2] = [
+                |p, k, probe, key, out| walk_dense(p, k, probe, key, out),
+                |p, k, probe, key, out| walk_dense_stepping(p, k, probe, key, out),
+            ];
+            for walk in walks {
+                let mut out = vec![(0, 0); probes.len()];
+                let found = walk(probes.len(), keys.len(), &|i| probes[i], &|i| keys[i], &mut out);
+                prop_assert_eq!(&out[..found], &expected[..]);
+            }
+        }
+
+        /// The block walk on long key runs with sparse probes: whole blocks skipped, probes
+        /// past the last key, keys past the last probe.
+        #[test]
+        fn block_walk_skips_runs(
+            keys in proptest::collection::btree_set(0u32..2000, 0..300),
+            probes in proptest::collection::vec(0u32..2100, 0..60),
+        ) {
+            let keys: Vec<u32> = keys.into_iter().collect();
+            let mut probes = probes;
+            probes.sort();
+            let expected: Vec<(u32, u32)> = probes
+                .iter()
+                .enumerate()
+                .filter_map(|(p, probe)| keys.binary_search(probe).ok().map(|k| (p as u32, k as u32)))
+                .collect();
+            let mut out = vec![(0, 0); probes.len()];
+            let found = walk_dense(probes.len(), keys.len(), |i| probes[i], |i| keys[i], &mut out);
+            prop_assert_eq!(&out[..found], &expected[..]);
         }
     }
 }
