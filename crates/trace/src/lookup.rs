@@ -324,8 +324,7 @@ fn intersect_dense<K: Ord>(
     hits.truncate(start + found);
 }
 
-/// Like [`walk_dense`], stepping the probe, the key or both after each comparison: about one
-/// step per probe where probes and keys mostly match, one per key passed otherwise.
+/// Like [`walk_dense`], stepping either the probe or the key after each comparison.
 #[inline]
 fn walk_dense_stepping<K: Ord>(
     probe_count: usize,
@@ -337,16 +336,13 @@ fn walk_dense_stepping<K: Ord>(
     assert!(out.len() >= probe_count, "room for every probe");
     let (mut p, mut k, mut found) = (0, 0, 0);
     while p < probe_count && k < key_count {
-        let target = probe(p);
-        let ordering = target.cmp(&key(k));
+        let ordering = probe(p).cmp(&key(k));
         out[found] = (p as u32, k as u32);
-        let equal = ordering == Ordering::Equal;
-        // A match moves the key on too unless the next probe repeats this one: with distinct
-        // probes matching in a row, one step per probe instead of two.
-        let repeated = p + 1 < probe_count && probe(p + 1) == target;
-        found += equal as usize;
+        found += (ordering == Ordering::Equal) as usize;
+        // On a match only the probe moves on: a repeated probe finds the same key again.
+        // (Moving the key too when the next probe differs saved nothing measurable in bfs.)
         p += (ordering != Ordering::Greater) as usize;
-        k += (ordering == Ordering::Greater) as usize + (equal && !repeated) as usize;
+        k += (ordering == Ordering::Greater) as usize;
     }
     found
 }
