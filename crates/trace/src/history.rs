@@ -217,11 +217,12 @@ const PLAIN_CHECK_AFTER: usize = 1024;
 
 /// A dictionary is abandoned once it holds more pairs than this, however many updates share
 /// them. Its hash table then outgrows the processor's private caches and every lookup waits on
-/// memory, which costs more than the bytes it saves: bfs on 1m/10m, where merges of big batches
-/// built dictionaries of 100,000 to 250,000 pairs (a few percent of their updates), ran 2.3%
-/// faster at 100,000 updates per step and 1.3% to 4% at 1,000,000 (medians of 6 and 4 runs side
-/// by side) with 4,096 or 16,384 here instead of no limit, at 1% to 4% more peak resident
-/// memory; 65,536 gained less.
+/// memory, which costs more than the bytes it saves. bfs on 1m/10m, where merges of big batches
+/// built dictionaries of 100,000 to 250,000 pairs (a few percent of their updates), measured
+/// with the binaries running side by side (medians of 4 to 6 runs): a limit of 65,536 against
+/// none, 2.7% less time at 100,000 updates per step and 4.3% at 1,000,000; 16,384 against
+/// 65,536, a further 2.3% and 1.3%; 4,096 the same as 16,384. Peak resident memory 1% to 4%
+/// higher.
 const DICTIONARY_PAIRS_MAX: usize = 1 << 14;
 
 impl<T: Time, R: Semigroup> HistoriesBuilder<T, R> {
