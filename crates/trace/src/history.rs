@@ -5,8 +5,8 @@
 //! [`Histories`] keeps a dictionary of the distinct pairs and, per update, an index into it as
 //! narrow as the dictionary allows: nothing when there is one pair, a `u8` up to 256 pairs, a
 //! `u16` beyond. When the pairs are nearly all distinct, or so many that hashing them waits on
-//! memory (more than 16,384 pairs), the dictionary would cost more than it saves,
-//! and the pairs are stored per update ("plain").
+//! memory (more than 16,384 pairs), the dictionary would cost more than it saves, and the pairs
+//! are stored per update ("plain").
 //!
 //! The hashing costs a few percent (bfs on 1k/2k at 1,000 updates per step: 3.5% of all
 //! instructions, and half the builders that reach 256 updates there find them mostly distinct

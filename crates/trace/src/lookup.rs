@@ -350,8 +350,9 @@ fn walk_dense_stepping<K: Ord>(
 /// How many keys [`walk_dense`] compares with a probe at once.
 const DENSE_BLOCK: usize = 8;
 
-/// The loop of [`intersect_dense`]: writes the `(probe, key)` pairs of matches to the front of
-/// `out` (room for every probe) and returns their number.
+/// The loop of [`intersect_dense`] where keys outnumber probes at least twice: writes the
+/// `(probe, key)` pairs of matches to the front of `out` (room for every probe) and returns
+/// their number.
 ///
 /// A walk that steps either the probe or the key after each comparison makes every step wait
 /// for the previous comparison: a chain of dependent loads, several per probe. Instead each
