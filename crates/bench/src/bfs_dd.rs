@@ -102,8 +102,8 @@ pub fn run_dd(source: Arc<Source>, options: &RunOptions) -> RunReport {
             edges.advance_to(step.end);
             edges.flush();
             worker.step_while(|| probe.less_than(&step.end));
-            let rows = std::mem::take(&mut *gathered.borrow_mut());
-            sink.step(rows).expect("no writer, nothing to fail");
+            sink.step(&mut gathered.borrow_mut())
+                .expect("no writer, nothing to fail");
             (began.elapsed(), fed)
         };
         if let Some(load) = plan.load() {

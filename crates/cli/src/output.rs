@@ -49,6 +49,8 @@ pub struct OutputSink {
     checksum: Checksum,
     rows: u64,
     line: Vec<u8>,
+    /// A step's rows as `(time, value, diff)`, kept with its allocation for the next step.
+    by_time: Vec<(u64, Value, i64)>,
 }
 
 impl OutputSink {
@@ -59,18 +61,28 @@ impl OutputSink {
             checksum: Checksum::default(),
             rows: 0,
             line: Vec::new(),
+            by_time: Vec::new(),
         }
     }
 
-    /// Consolidates one step's rows, sorts them by time then value, and emits them.
-    pub fn step(&mut self, rows: Vec<Row>) -> std::io::Result<()> {
+    /// Consolidates one step's rows, sorts them by time then value, and emits them. Leaves
+    /// `rows` empty, its allocation kept: the drivers gather every step into the same vector.
+    pub fn step(&mut self, rows: &mut Vec<Row>) -> std::io::Result<()> {
         // As `(time, value, diff)`, consolidation's sort is the output order.
-        let mut by_time: Vec<(u64, Value, i64)> = rows
-            .into_iter()
-            .map(|(value, time, diff)| (time, value, diff))
-            .collect();
+        let mut by_time = std::mem::take(&mut self.by_time);
+        by_time.clear();
+        by_time.extend(
+            rows.drain(..)
+                .map(|(value, time, diff)| (time, value, diff)),
+        );
         consolidate_triples(&mut by_time);
-        for (time, value, diff) in by_time {
+        let result = self.emit(&by_time);
+        self.by_time = by_time;
+        result
+    }
+
+    fn emit(&mut self, by_time: &[(u64, Value, i64)]) -> std::io::Result<()> {
+        for &(time, value, diff) in by_time {
             let row = (value, time, diff);
             self.rows += 1;
             self.checksum.row(self.computation, &row);
@@ -124,22 +136,30 @@ mod tests {
     fn steps_are_consolidated_and_sorted() {
         let buffer = Shared::default();
         let mut sink = OutputSink::new(Computation::Cc, Some(Box::new(buffer.clone())));
-        sink.step(vec![
+        let mut rows = vec![
             ((2, 1), 5, 1),
             ((1, 1), 5, 1),
             ((1, 1), 4, 2),
             ((2, 1), 5, -1),
-        ])
-        .unwrap();
-        let (checksum, rows) = sink.finish().unwrap();
-        assert_eq!(rows, 2);
+        ];
+        sink.step(&mut rows).unwrap();
+        assert!(rows.is_empty());
+        // The next step reuses the buffers; nothing of the first step is emitted again.
+        rows.extend([((3, 1), 7, 1), ((3, 1), 6, -1)]);
+        sink.step(&mut rows).unwrap();
+        let (checksum, count) = sink.finish().unwrap();
+        assert_eq!(count, 4);
         let text = String::from_utf8(buffer.0.lock().unwrap().clone()).unwrap();
-        assert_eq!(text, "1,1,4,2\n1,1,5,1\n");
+        assert_eq!(text, "1,1,4,2\n1,1,5,1\n3,1,6,-1\n3,1,7,1\n");
 
         // The checksum depends only on the consolidated rows, not on how they arrived.
         let mut other = OutputSink::new(Computation::Cc, None);
-        other.step(vec![((1, 1), 4, 1), ((1, 1), 4, 1)]).unwrap();
-        other.step(vec![((1, 1), 5, 1)]).unwrap();
-        assert_eq!(other.finish().unwrap(), (checksum, 2));
+        other
+            .step(&mut vec![((1, 1), 5, 1), ((1, 1), 4, 1), ((1, 1), 4, 1)])
+            .unwrap();
+        other
+            .step(&mut vec![((3, 1), 7, 1), ((3, 1), 6, -1)])
+            .unwrap();
+        assert_eq!(other.finish().unwrap(), (checksum, 4));
     }
 }

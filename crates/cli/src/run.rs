@@ -168,8 +168,8 @@ fn drive(
             .advance_to(step.end)
             .expect("steps advance the input forward");
         worker.step_while(|| probe.less_than(&step.end));
-        let rows = std::mem::take(&mut *gathered.borrow_mut());
-        sink.step(rows).map(|()| (began.elapsed(), fed))
+        sink.step(&mut gathered.borrow_mut())
+            .map(|()| (began.elapsed(), fed))
     };
 
     let mut report = RunReport::new(options, source, &plan, peers);
@@ -208,7 +208,7 @@ fn gather<'s>(output: Collection<'s, u64, Value>, rows: Rc<RefCell<Vec<Row>>>) -
             move |_capability, _info| {
                 move |input, _output| {
                     input.for_each(|_capability, container| {
-                        rows.borrow_mut().extend(container.to_rows());
+                        rows.borrow_mut().extend(container.rows());
                     });
                 }
             },

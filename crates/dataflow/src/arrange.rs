@@ -349,7 +349,7 @@ where
 /// Hands `batches`' updates to `ship` in update containers of about [`SHIP_UPDATES`] each,
 /// every `(key, val)` turned into a record by `logic`.
 pub(crate) fn ship_as_updates<'b, K, V, T, R, D>(
-    batches: impl IntoIterator<Item = &'b Batch<(K, V, T, R)>>,
+    batches: impl IntoIterator<Item = &'b Batch<(K, V, T, R)>> + Clone,
     logic: &mut impl FnMut(Ref<'_, K>, Ref<'_, V>) -> D,
     mut ship: impl FnMut(&mut UpdateContainer<D, T, R>),
 ) where
@@ -359,7 +359,13 @@ pub(crate) fn ship_as_updates<'b, K, V, T, R, D>(
     R: Semigroup,
     D: Data,
 {
+    // The first container is sized for what it will hold
+    // once its first key is in (a sample of the records' sizes): a reduce's output batch in
+    // an iteration round is a few hundred updates, and growing from empty cost a dozen
+    // reallocations per batch.
+    let total: usize = batches.clone().into_iter().map(|batch| batch.len()).sum();
     let mut container = UpdateContainer::<D, T, R>::default();
+    let mut sized = false;
     for batch in batches {
         let mut cursor = batch.cursor();
         while let Some(key) = cursor.get_key() {
@@ -368,7 +374,16 @@ pub(crate) fn ship_as_updates<'b, K, V, T, R, D>(
                 cursor.map_times(|time, diff| container.push_data_ref_owned(&data, time, diff));
                 cursor.step_val();
             }
-            if container.len() >= SHIP_UPDATES {
+            let held = container.len();
+            if !sized && held > 0 {
+                let room = total.min(SHIP_UPDATES);
+                if room > held {
+                    container.updates.reserve_copies(room.div_ceil(held) - 1);
+                }
+                sized = true;
+            }
+            if held >= SHIP_UPDATES {
+                // The next container starts at this one's size (see `take_reserving`).
                 ship(&mut container.take_reserving());
             }
             cursor.step_key();

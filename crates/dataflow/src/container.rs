@@ -116,16 +116,19 @@ impl<D: Data, T: Time, R: Semigroup> UpdateContainer<D, T, R> {
 
     /// The updates as owned rows `(data, time, diff)`.
     pub fn to_rows(&self) -> Vec<(D, T, R)> {
+        self.rows().collect()
+    }
+
+    /// The updates as owned rows `(data, time, diff)`, one at a time.
+    pub fn rows(&self) -> impl ExactSizeIterator<Item = (D, T, R)> + '_ {
         let view = self.view();
-        (0..view.len())
-            .map(|i| {
-                (
-                    D::into_owned(view.key(i)),
-                    T::into_owned(view.time(i)),
-                    R::into_owned(view.diff(i)),
-                )
-            })
-            .collect()
+        (0..view.len()).map(move |i| {
+            (
+                D::into_owned(view.key(i)),
+                T::into_owned(view.time(i)),
+                R::into_owned(view.diff(i)),
+            )
+        })
     }
 
     /// A container of the given rows.
