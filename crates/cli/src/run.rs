@@ -68,6 +68,8 @@ pub struct RunOptions {
     pub cluster: Cluster,
     /// Show a progress bar on stderr (only if it is a terminal, after the first second).
     pub progress: bool,
+    /// The operators' settings; `run` turns on `lockstep_iterations` (see there), which its
+    /// computations allow.
     pub config: RippleConfig,
 }
 
@@ -94,7 +96,13 @@ pub fn run(
         communication: options.cluster.communication(),
         worker: timely::WorkerConfig::default(),
     };
-    options.config.clone().install(&mut config.worker);
+    // Each computation here is one ripple iteration at most, and no other cycle: what
+    // `lockstep_iterations` requires.
+    RippleConfig {
+        lockstep_iterations: true,
+        ..options.config.clone()
+    }
+    .install(&mut config.worker);
     let writer = Arc::new(Mutex::new(writer));
     let shared = Arc::new(options.clone());
     let guards = timely::execute(config, move |worker| {

@@ -82,7 +82,7 @@ impl<T: Time> HeldCapabilities<T> {
     }
 
     /// True when a held capability is at or before `time`.
-    fn covers(&self, time: &T) -> bool {
+    pub(crate) fn covers(&self, time: &T) -> bool {
         self.capabilities
             .iter()
             .any(|held| held.time().less_equal(time))

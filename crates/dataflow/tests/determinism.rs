@@ -1,6 +1,7 @@
 //! The determinism matrix: every program gives identical per-time output whatever the input
 //! batching, the number of workers, the chunk capacity, the keys per batched lookup and whether
-//! workers exchange containers by pointer or as serialized bytes.
+//! workers exchange containers by pointer or as serialized bytes, or whether loops' reduces hold
+//! their pending times in lockstep.
 
 mod common;
 
@@ -28,12 +29,14 @@ fn outputs_do_not_depend_on_batching_workers_or_chunk_capacity() {
                     // 1 byte holds one record per chunk; 4 KiB a few hundred; then the default.
                     // Lookup runs shrink alongside: one key (every lookup a single probe), three
                     // (run boundaries among a handful of keys), then the default.
-                    for (chunk_bytes, probe_run) in [
-                        (1, 1),
-                        (4096, 3),
+                    // Reduces in loops hold capabilities per pending time or at their meet.
+                    for (chunk_bytes, probe_run, lockstep) in [
+                        (1, 1, false),
+                        (4096, 3, true),
                         (
                             BatcherConfig::default().chunk_bytes_max,
                             RippleConfig::PROBE_RUN_DEFAULT,
+                            workers == 3,
                         ),
                     ] {
                         let setup = Setup {
@@ -42,6 +45,7 @@ fn outputs_do_not_depend_on_batching_workers_or_chunk_capacity() {
                             batch,
                             chunk_bytes,
                             probe_run,
+                            lockstep,
                         };
                         let output = run_ripple(&input, setup, program);
                         assert_eq!(output, reference, "{name}, seed {seed}: {setup:?} differs");
@@ -54,6 +58,7 @@ fn outputs_do_not_depend_on_batching_workers_or_chunk_capacity() {
                     batch,
                     chunk_bytes: 4096,
                     probe_run: 2,
+                    lockstep: true,
                 };
                 let output = run_ripple(&input, setup, program);
                 assert_eq!(output, reference, "{name}, seed {seed}: {setup:?} differs");

@@ -151,6 +151,11 @@ where
         CB: timely::ContainerBuilder,
     {
         let config = RippleConfig::of(self.stream.scope().worker());
+        // A scope's address is its path from the worker: a dataflow's own scope has one
+        // element, a loop directly inside it two (see `RippleConfig::lockstep_iterations`).
+        let lockstep = config.lockstep_iterations
+            && self.stream.scope().peers() > 1
+            && self.stream.scope().addr().len() == 2;
         let mut input_trace = self.trace.handle.clone();
         let reader = TraceAgent::new(TraceHandle::<(K, V2, T, R2)>::new(config.spine));
         let mut output_trace = reader.handle.clone();
@@ -384,6 +389,18 @@ where
                     let mut pending = Antichain::new();
                     for (_, time) in deferred.iter() {
                         pending.insert(time.clone());
+                    }
+                    if lockstep && pending.len() > 1 {
+                        let meet = pending
+                            .iter()
+                            .skip(1)
+                            .fold(pending[0].clone(), |meet, time| meet.meet(time));
+                        // The meet lies at or after the capability of the interval's start
+                        // (unless the pending times came in under different ones): holding it
+                        // needs no capability the operator did not have.
+                        if capabilities.covers(&meet) {
+                            pending = Antichain::from_elem(meet);
+                        }
                     }
                     capabilities.downgrade_to(pending.borrow());
                     held = capabilities;

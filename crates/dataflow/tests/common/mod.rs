@@ -95,6 +95,9 @@ pub struct Setup {
     pub chunk_bytes: usize,
     /// Keys per batched lookup in join and reduce.
     pub probe_run: usize,
+    /// [`RippleConfig::lockstep_iterations`]: reduces in loops hold one capability at the meet
+    /// of their pending times (with more than one worker).
+    pub lockstep: bool,
 }
 
 impl Default for Setup {
@@ -105,6 +108,7 @@ impl Default for Setup {
             batch: 1,
             chunk_bytes: BatcherConfig::default().chunk_bytes_max,
             probe_run: RippleConfig::PROBE_RUN_DEFAULT,
+            lockstep: false,
         }
     }
 }
@@ -170,6 +174,7 @@ pub fn run_ripple(workload: &Workload, setup: Setup, program: RippleProgram) -> 
     RippleConfig {
         batcher: BatcherConfig::with_chunk_bytes(setup.chunk_bytes),
         probe_run: setup.probe_run,
+        lockstep_iterations: setup.lockstep,
         ..RippleConfig::default()
     }
     .install(&mut config.worker);
