@@ -23,13 +23,18 @@ pub struct RippleConfig {
     /// `(6112, 2)`) holds one capability at their meet instead (`(6001, 2)`), so every region
     /// of outer times goes round the loop together rather than as separate waves.
     ///
-    /// **Precondition:** every cycle of these workers' dataflows is a ripple iteration
-    /// ([`crate::Collection::iterate`]) directly inside a dataflow, with no timely feedback
-    /// loop of your own around it. Holding the meet keeps back the outer time of the least
-    /// outer pending time; a cycle that brought that back into the loop at a later outer time
-    /// could block the pending time of least round, and the meet blocks the others: a
-    /// deadlock. (Reduces in nested iterations never hold the meet, whatever this says: the
-    /// outer loop is such a cycle.)
+    /// **Precondition:** every cycle of these workers' dataflows goes through a ripple
+    /// variable ([`crate::Variable`], as [`crate::Collection::iterate`] makes) whose step
+    /// advances only the round (the inner coordinate, as `iterate`'s does), and no timely
+    /// feedback loop of your own is built around a loop. Holding the meet keeps back the outer
+    /// time of the least outer pending time, and lowers the round of the others; a cycle that
+    /// brought the first back into the loop at a later outer time could block the pending time
+    /// of least round while the meet, fed back a round later, blocks the rest: a deadlock.
+    /// Under the precondition the least-round pending time of the reduce furthest upstream is
+    /// never blocked, so the loop makes progress. Only reduces in a scope directly inside a
+    /// dataflow (a loop, or a region, where times are totally ordered and nothing changes) hold
+    /// the meet; those of a loop nested in another never do, as the outer loop feeds their
+    /// outer times back.
     ///
     /// Applies only with more than one worker: with one, every round's message reaches the one
     /// reduce, whose capability at the interval's start already keeps the regions together.
