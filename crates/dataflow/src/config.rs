@@ -26,13 +26,14 @@ pub struct RippleConfig {
     /// **Precondition:** every cycle of these workers' dataflows goes through a ripple
     /// variable ([`crate::Variable`], as [`crate::Collection::iterate`] makes) whose step
     /// advances only the round (the inner coordinate, as `iterate`'s does), and no timely
-    /// feedback loop of your own is built around a loop. Holding the meet keeps back the outer
-    /// time of the least outer pending time, and lowers the round of the others; a cycle that
-    /// brought the first back into the loop at a later outer time could block the pending time
-    /// of least round while the meet, fed back a round later, blocks the rest: a deadlock.
+    /// feedback loop of your own is built around a loop. The meet holds back every pending
+    /// time's outer time to the least one and its round to the least round; a cycle that
+    /// brought the least outer time back into the loop at a later outer time could block the
+    /// pending time of least round while the meet, fed back a round later, blocks the rest: a
+    /// deadlock.
     /// Under the precondition the least-round pending time of the reduce furthest upstream is
     /// never blocked, so the loop makes progress. Only reduces in a scope directly inside a
-    /// dataflow (a loop, or a region, where times are totally ordered and nothing changes) hold
+    /// dataflow (a loop, or a region, whose only cycles are those of loops inside it) hold
     /// the meet; those of a loop nested in another never do, as the outer loop feeds their
     /// outer times back.
     ///

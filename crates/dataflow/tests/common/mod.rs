@@ -358,6 +358,32 @@ macro_rules! trim {
     }};
 }
 
+program!(nested_reach, |edges, roots| {
+    // A loop holding both a reduce of its own (the last `distinct`) and a nested loop with
+    // reduces inside: with `lockstep_iterations` the outer reduce may hold the meet of its
+    // pending times, the inner ones never do.
+    roots
+        .iterate(|scope, reached| {
+            let edges = edges.enter(scope);
+            let stepped = reached
+                .clone()
+                .map(|x| (x, x))
+                .join_map(edges.clone(), |_src, _, dst| *dst);
+            let onwards = stepped.iterate(|inner, found| {
+                let edges = edges.enter(inner);
+                found
+                    .clone()
+                    .map(|x| (x, x))
+                    .join_map(edges, |_src, _, dst| *dst)
+                    .filter(|dst| dst % 2 == 0)
+                    .concat(found)
+                    .distinct_core::<i64>()
+            });
+            onwards.concat(reached).distinct_core::<i64>()
+        })
+        .map(|x| (x, 0))
+});
+
 program!(scc, |edges, roots| {
     let _ = roots;
     edges.clone().iterate(|scope, cycles| {
@@ -377,6 +403,7 @@ pub fn programs() -> Vec<(&'static str, RippleProgram, DdProgram)> {
         ("bfs", bfs::ripple, bfs::dd),
         ("reach", reach::ripple, reach::dd),
         ("components", components::ripple, components::dd),
+        ("nested_reach", nested_reach::ripple, nested_reach::dd),
         ("scc", scc::ripple, scc::dd),
     ]
 }
