@@ -30,12 +30,11 @@ pub struct RippleConfig {
     /// time's outer time to the least one and its round to the least round; a cycle that
     /// brought the least outer time back into the loop at a later outer time could block the
     /// pending time of least round while the meet, fed back a round later, blocks the rest: a
-    /// deadlock.
-    /// Under the precondition the least-round pending time of the reduce furthest upstream is
-    /// never blocked, so the loop makes progress. Only reduces in a scope directly inside a
-    /// dataflow (a loop, or a region, whose only cycles are those of loops inside it) hold
-    /// the meet; those of a loop nested in another never do, as the outer loop feeds their
-    /// outer times back.
+    /// deadlock. Under the precondition the least-round pending time of the reduce furthest
+    /// upstream is never blocked, so the loop makes progress. Only reduces in a scope directly
+    /// inside a dataflow (a loop, or a region, whose only cycles are those of loops inside it)
+    /// hold the meet; those of a loop nested in another never do, as the outer loop feeds
+    /// their outer times back.
     ///
     /// Applies only with more than one worker: with one, every round's message reaches the one
     /// reduce, whose capability at the interval's start already keeps the regions together.

@@ -33,6 +33,19 @@ pub trait Lattice: PartialOrder + Sized {
         *self = self.meet(other);
     }
 
+    /// The meet of all of `times`, or `None` when there are none.
+    fn meet_of<'a>(times: impl IntoIterator<Item = &'a Self>) -> Option<Self>
+    where
+        Self: Clone + 'a,
+    {
+        let mut times = times.into_iter();
+        let mut meet = times.next()?.clone();
+        for time in times {
+            meet.meet_assign(time);
+        }
+        Some(meet)
+    }
+
     /// Advances `self` to the earliest time that is indistinguishable from it once only times
     /// `>= frontier` are observed: the meet, over the elements `f` of `frontier`, of
     /// `self.join(f)`. An empty frontier leaves `self` unchanged.
@@ -139,6 +152,23 @@ mod tests {
             prop_assert!(t.less_equal(&advanced));
             if frontier.less_equal(&probe) {
                 prop_assert_eq!(t.less_equal(&probe), advanced.less_equal(&probe));
+            }
+        }
+
+        /// `meet_of` is the greatest lower bound of all its times, and nothing for none.
+        #[test]
+        fn meet_of_is_greatest_lower_bound(
+            times in proptest::collection::vec(product(), 0..5),
+            c in product(),
+        ) {
+            match P::meet_of(times.iter()) {
+                None => prop_assert!(times.is_empty()),
+                Some(meet) => {
+                    prop_assert!(times.iter().all(|time| meet.less_equal(time)));
+                    if times.iter().all(|time| c.less_equal(time)) {
+                        prop_assert!(c.less_equal(&meet));
+                    }
+                }
             }
         }
 

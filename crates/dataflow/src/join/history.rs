@@ -57,12 +57,7 @@ impl<'a, V: Data, T: Time, R: Semigroup> KeyHistory<'a, V, T, R> {
 
     /// The meet of the update times, if there are any.
     pub(crate) fn meet(&self) -> Option<T> {
-        let mut updates = self.updates.iter();
-        let mut meet = updates.next()?.1.clone();
-        for (_, time, _) in updates {
-            meet.meet_assign(time);
-        }
-        Some(meet)
+        T::meet_of(self.updates.iter().map(|(_, time, _)| time))
     }
 
     /// Joins every time with `meet` and consolidates each value's updates (they stay grouped by

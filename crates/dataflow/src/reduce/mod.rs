@@ -391,13 +391,10 @@ where
                         pending.insert(time.clone());
                     }
                     if lockstep && pending.len() > 1 {
-                        let meet = pending
-                            .iter()
-                            .skip(1)
-                            .fold(pending[0].clone(), |meet, time| meet.meet(time));
                         // The meet lies at or after the capability of the interval's start
                         // (unless the pending times came in under different ones): holding it
                         // needs no capability the operator did not have.
+                        let meet = T::meet_of(pending.iter()).expect("two pending times");
                         if capabilities.covers(&meet) {
                             pending = Antichain::from_elem(meet);
                         }
