@@ -75,6 +75,9 @@ pub struct MergeBatcher<U: Update> {
     frontier: Antichain<U::Time>,
     /// The last `upper` sealed at: pushed times must not be before it.
     lower: Antichain<U::Time>,
+    /// Bytes the batcher's owner holds for the same collection elsewhere, counted with the
+    /// batcher's own when sizing the chunker's forms ([`MergeBatcher::set_context_bytes`]).
+    context_bytes: usize,
 }
 
 impl<U: Update> MergeBatcher<U> {
@@ -89,7 +92,21 @@ impl<U: Update> MergeBatcher<U> {
             stash: Stash::new(config.stash_count_max),
             frontier: Antichain::new(),
             lower: Antichain::from_elem(U::Time::minimum()),
+            context_bytes: 0,
         }
+    }
+
+    /// Says how many bytes the batcher's owner holds beside it for the same collection (an
+    /// arrangement's trace, counted as rows). The chunker's pending limit then follows the data
+    /// held by batcher and trace together: a batcher that empties at every seal beside a big
+    /// trace (an arrangement inside a loop) would otherwise start each round with small forms,
+    /// many short chains and a merge pass per doubling. In bfs on 1m/10m at 100,000 updates per
+    /// step, rounds of 400,000 to 500,000 updates were merged 4.8 to 5.3 times each, and 1.3 to
+    /// 2.7 times with the trace counted; 1,000,000 updates ran in 10.30 s against 10.74 s
+    /// (medians of 3, alternating, with `Builder::build` keeping big merges' columns). The
+    /// transient memory stays the same fraction of the arrangement, at most eight chunks.
+    pub fn set_context_bytes(&mut self, bytes: usize) {
+        self.context_bytes = bytes;
     }
 
     /// Accepts updates in any order. Their times must not be before the last sealed `upper`.
@@ -97,7 +114,7 @@ impl<U: Update> MergeBatcher<U> {
         if cfg!(debug_assertions) {
             self.assert_not_before_lower(updates);
         }
-        self.chunker.adapt_to(self.byte_len());
+        self.chunker.adapt_to(self.byte_len() + self.context_bytes);
         self.chunker.push(updates, &mut self.stash);
         self.insert_ready();
     }
@@ -218,5 +235,57 @@ impl<U: Update> MergeBatcher<U> {
                 self.lower
             );
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ripple_updates::update::Row;
+
+    type IntU = (u64, u64, u64, i64);
+
+    fn rows(count: u64) -> Vec<Row<IntU>> {
+        // A multiplicative hash spreads the keys, so that pushes arrive unsorted.
+        (0..count)
+            .map(|i| {
+                (
+                    (i.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 40) % 50_000,
+                    i % 7,
+                    i % 5,
+                    1,
+                )
+            })
+            .collect()
+    }
+
+    /// Counting a big trace beside the batcher makes its forms big: 200,000 updates pushed in
+    /// small parts stay pending for one form instead of becoming a ladder of chains (each
+    /// doubling a merge pass), and the sealed updates are the same.
+    #[test]
+    fn context_bytes_make_fewer_chains_and_the_same_updates() {
+        let rows = rows(200_000);
+        let sealed = |context_bytes: usize| {
+            let mut batcher = MergeBatcher::<IntU>::new(BatcherConfig::default());
+            batcher.set_context_bytes(context_bytes);
+            for part in rows.chunks(4099) {
+                batcher.push_updates(&Updates::from_rows(part.iter()));
+            }
+            let chains = batcher.chains.len();
+            batcher.check_invariants();
+            let ship = batcher.seal(Antichain::from_elem(3).borrow());
+            ship.check_invariants();
+            batcher.check_invariants();
+            (
+                chains,
+                ship.to_rows(),
+                batcher.seal(Antichain::new().borrow()).to_rows(),
+            )
+        };
+        let (alone, alone_ship, alone_keep) = sealed(0);
+        let (beside, beside_ship, beside_keep) = sealed(1 << 30);
+        assert!(alone >= 2, "small forms: {alone} chains before the seal");
+        assert_eq!(beside, 0, "one form at the seal");
+        assert_eq!((alone_ship, alone_keep), (beside_ship, beside_keep));
     }
 }

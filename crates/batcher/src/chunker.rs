@@ -7,7 +7,8 @@
 //! cancellation does not produce a stream of tiny chunks. All buffers are reused from one batch
 //! of input to the next until `finish`.
 //!
-//! The pending limit follows the data the batcher holds ([`Chunker::adapt_to`]): an eighth of
+//! The pending limit follows the data the batcher holds, and the trace beside it when the
+//! owner says so ([`Chunker::adapt_to`], `MergeBatcher::set_context_bytes`): an eighth of
 //! it, at least `BatcherConfig::form_bytes_min` (by default `CHUNK_BYTES_MIN`; 32 KiB on the
 //! column path) and at most eight full chunks
 //! (`chunk_bytes_max` each; one on the column path). Pending input and its sorted copy are the
@@ -107,7 +108,8 @@ impl<U: Update> Chunker<U> {
         chunker
     }
 
-    /// Sets the pending limit for a batcher that holds `held_bytes` of sorted data.
+    /// Sets the pending limit for a batcher that holds `held_bytes` of sorted data (with what its
+    /// owner holds beside it for the same collection).
     pub fn adapt_to(&mut self, held_bytes: usize) {
         let (floor, chunks) = if rows_are_plain::<U>() {
             (self.form_bytes_min, PENDING_CHUNKS_MAX)

@@ -215,6 +215,11 @@ where
                         announcer.announce_batch(&batch);
                         output.session(&retired).give(batch);
                         held.downgrade_to(batcher.frontier());
+                        // The batcher sizes its sorted runs by the arrangement's whole size
+                        // (see `MergeBatcher::set_context_bytes`), the trace's updates counted
+                        // as the rows the batcher measures its own by.
+                        let rows = writer.with_spine(|spine| spine.len());
+                        batcher.set_context_bytes(rows * std::mem::size_of::<(K, V, T, R)>());
                     } else {
                         writer.advance_upper(frontier.to_owned());
                     }

@@ -117,6 +117,13 @@ impl OffsetList {
         self.wide.shrink_to_fit();
     }
 
+    /// The same list without spare capacity, shrinking its vectors in place (for big ones the
+    /// allocator remaps the pages rather than copying them).
+    pub fn shrunk(mut self) -> Self {
+        self.shrink_to_fit();
+        self
+    }
+
     /// A copy holding exactly the entries, no spare capacity.
     pub fn exact_copy(&self) -> Self {
         // `Vec::clone` allocates exactly the length.
