@@ -27,7 +27,8 @@ pub struct BatcherConfig {
     /// How many emptied chunk allocations to keep for reuse.
     pub stash_count_max: usize,
     /// The least pending limit for plain-data rows: input is sorted into a chain once this many
-    /// bytes are pending, or an eighth of what the batcher holds if that is more. Small forms
+    /// bytes are pending, or an eighth of what the batcher holds (with the context its owner
+    /// declared, [`MergeBatcher::set_context_bytes`]) if that is more. Small forms
     /// keep a small batcher's footprint small; larger ones mean fewer, longer chains and fewer
     /// merges of each update (see [`BatcherConfig::FORM_BYTES_MIN_DEFAULT`]).
     pub form_bytes_min: usize,
@@ -39,7 +40,8 @@ impl BatcherConfig {
     pub const CHUNK_BYTES_DEFAULT: usize = 2 << 20;
 
     /// The default least pending limit for plain rows: one minimal chunk. A batcher holding
-    /// little data then keeps at most that much unsorted beside its chains (with 64 KiB, the
+    /// little data (and declaring no context) then keeps at most that much unsorted beside its
+    /// chains (with 64 KiB, the
     /// push-and-seal cycle of 32 KiB per side in batcher-bench peaked at 1.24x to 1.46x of
     /// differential's heap instead of 0.88x to 0.97x).
     pub const FORM_BYTES_MIN_DEFAULT: usize = CHUNK_BYTES_MIN;
@@ -104,7 +106,10 @@ impl<U: Update> MergeBatcher<U> {
     /// step, rounds of 400,000 to 500,000 updates were merged 4.8 to 5.3 times each, and 1.3 to
     /// 2.7 times with the trace counted; 1,000,000 updates ran in 10.30 s against 10.74 s
     /// (medians of 3, alternating, with `Builder::build` keeping big merges' columns). The
-    /// transient memory stays the same fraction of the arrangement, at most eight chunks.
+    /// pending limit stays at most an eighth of batcher and trace and at most eight chunks; the
+    /// pending rows, in a buffer grown by doubling, and their sorted chunks at a form can hold
+    /// up to twice that. A trace counted as rows overstates its compressed bytes, so the
+    /// fraction of the real footprint can be larger (up to about a quarter).
     pub fn set_context_bytes(&mut self, bytes: usize) {
         self.context_bytes = bytes;
     }

@@ -6,7 +6,8 @@
 //! - A full cursor pass over a `String`-keyed trace, and batched lookups with a warm cursor and
 //!   scratch, allocate nothing: every key, value, time and diff is a `Ref` into the columns.
 //! - A batch's heap is what `heap_bytes` reports, within allocator rounding, and the columns are
-//!   exactly sized (no builder slack survives `done`).
+//!   exactly sized (no builder slack survives `done` of pushed updates; only a big merge's
+//!   columns, sized in advance, may keep up to a fifth, which this test does not build).
 //!
 //! One test function, so no other test thread allocates meanwhile.
 

@@ -57,8 +57,10 @@ impl RippleConfig {
     /// thousand updates per round, which 8 KiB forms cut into several chains, each update then
     /// merged two or three times before the seal; 64 KiB forms sort them in one piece. bfs on
     /// 1k/2k, callgrind: 3.8% fewer instructions at 1,000 updates per step (the arrange
-    /// operators' 22% fewer), 1.1% fewer at 10,000, unchanged at 10. The cost is at most 64 KiB of
-    /// pending rows per arrangement, beside a trace that holds far more.
+    /// operators' 22% fewer), 1.1% fewer at 10,000, unchanged at 10. Beyond this floor the
+    /// limit follows an eighth of the batcher's data and the trace's together
+    /// (`MergeBatcher::set_context_bytes`, at most 16 MiB): pending rows stay a small fraction
+    /// of the arrangement.
     pub const ARRANGE_FORM_BYTES_MIN: usize = 64 << 10;
 }
 

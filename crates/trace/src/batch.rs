@@ -119,7 +119,9 @@ impl<U: Update> Batch<U> {
         Rc::strong_count(&self.data)
     }
 
-    /// Heap bytes held by the columns.
+    /// Heap bytes held by the columns: their payload, plus the index vectors' capacity. Spare
+    /// capacity of the payload columns is not counted (a big merge's key and value columns and
+    /// big plain histories may keep up to a fifth; see `Builder::build`).
     pub fn heap_bytes(&self) -> usize {
         let data = &*self.data;
         payload_bytes::<U::Key>(&data.keys)
@@ -321,7 +323,8 @@ pub(crate) fn payload_bytes<C: Columnar>(container: &ContainerOf<C>) -> usize {
 }
 
 /// A copy of `container` whose allocations are exactly its contents: builders grow their
-/// columns by doubling, and a batch lives long, so the slack is worth one copy.
+/// columns by doubling, and a batch lives long, so the slack is worth one copy (columns sized
+/// exactly for a big batch in advance skip it; see `Builder::build`).
 pub(crate) fn exact_copy<C: Columnar>(container: &ContainerOf<C>) -> ContainerOf<C> {
     let borrowed = container.borrow();
     let mut exact = <ContainerOf<C> as Container>::with_capacity_for(std::iter::once(borrowed));

@@ -3,7 +3,7 @@
 //! The merge batcher's sealed chains and the spine's merges both produce updates in that order,
 //! so the builder never sorts: it appends, opening a new key or value when it changes.
 
-use crate::batch::{exact_copy, fences_of, Batch, BatchData};
+use crate::batch::{exact_copy, fences_of, payload_bytes, Batch, BatchData};
 use crate::description::Description;
 use crate::history::HistoriesBuilder;
 use crate::offsets::OffsetList;
@@ -17,9 +17,10 @@ pub struct Builder<U: Update> {
     vals: ContainerOf<U::Val>,
     val_ends: OffsetList,
     histories: HistoriesBuilder<U::Time, U::Diff>,
-    /// How many keys and values [`Builder::expect_merge`] made room for (0 if it was not
-    /// called): columns that come out mostly full go to a big batch without a copy.
-    reserved: [usize; 2],
+    /// The room [`Builder::expect_merge`] gave the key and value columns, when it sized them
+    /// exactly (none otherwise): columns that come out mostly full go to a big batch as they
+    /// are.
+    reserved: [Reserved; 2],
 }
 
 impl<U: Update> Default for Builder<U> {
@@ -30,8 +31,38 @@ impl<U: Update> Default for Builder<U> {
             vals: Default::default(),
             val_ends: OffsetList::default(),
             histories: HistoriesBuilder::default(),
-            reserved: [0, 0],
+            reserved: [Reserved::default(); 2],
         }
+    }
+}
+
+/// The room a column was given: items and payload bytes.
+#[derive(Clone, Copy, Debug, Default)]
+struct Reserved {
+    items: usize,
+    bytes: usize,
+}
+
+impl Reserved {
+    fn of<C: Columnar>(columns: &[&ContainerOf<C>]) -> Self {
+        Self {
+            items: columns.iter().map(|column| column.borrow().len()).sum(),
+            bytes: columns
+                .iter()
+                .map(|column| payload_bytes::<C>(column))
+                .sum(),
+        }
+    }
+
+    /// Whether `column`, given exactly this room, fills at least four-fifths of it in items
+    /// and in bytes (variable-width values can leave bytes empty while items fill up).
+    fn mostly_filled_by<C: Columnar>(&self, column: &ContainerOf<C>) -> bool {
+        let (items, bytes) = (column.borrow().len(), payload_bytes::<C>(column));
+        self.items > 0
+            && items <= self.items
+            && bytes <= self.bytes
+            && items * 5 >= self.items * 4
+            && bytes * 5 >= self.bytes * 4
     }
 }
 
@@ -59,18 +90,26 @@ impl<U: Update> Builder<U> {
 
     /// Announces a merge of `older` and `newer`: the batch will hold at most their keys,
     /// values and updates together. The key and value columns get that room at once (grown by
-    /// doubling instead, their copies were a few percent of the spine's merge work).
+    /// doubling instead, their copies were a few percent of the spine's merge work); an empty
+    /// builder gets columns of exactly that room, which a big batch may then keep (see
+    /// [`Builder::build`]).
     pub fn expect_merge(&mut self, older: &Batch<U>, newer: &Batch<U>) {
         self.expect(older.len() + newer.len());
         let (older, newer) = (older.data(), newer.data());
-        self.keys
-            .reserve_for([older.keys.borrow(), newer.keys.borrow()].into_iter());
-        self.vals
-            .reserve_for([older.vals.borrow(), newer.vals.borrow()].into_iter());
-        self.reserved = [
-            older.keys.len() + newer.keys.len(),
-            older.vals.len() + newer.vals.len(),
-        ];
+        let keys = [older.keys.borrow(), newer.keys.borrow()];
+        let vals = [older.vals.borrow(), newer.vals.borrow()];
+        if self.is_empty() && self.keys.borrow().is_empty() {
+            self.keys = <ContainerOf<U::Key> as Container>::with_capacity_for(keys.into_iter());
+            self.vals = <ContainerOf<U::Val> as Container>::with_capacity_for(vals.into_iter());
+            self.reserved = [
+                Reserved::of::<U::Key>(&[&older.keys, &newer.keys]),
+                Reserved::of::<U::Val>(&[&older.vals, &newer.vals]),
+            ];
+        } else {
+            self.keys.reserve_for(keys.into_iter());
+            self.vals.reserve_for(vals.into_iter());
+            self.reserved = [Reserved::default(); 2];
+        }
     }
 
     /// Appends one update. Updates must arrive sorted strictly by `(key, val, time)`, with
@@ -173,9 +212,11 @@ impl<U: Update> Builder<U> {
         self.build(description)
     }
 
-    /// The batch of everything pushed, described by `description`, with exact allocations.
-    /// The builder is left empty for the next batch and, unless this one was large, keeps its
-    /// buffers: operators that build many small batches (one per step and iteration) then
+    /// The batch of everything pushed, described by `description`, with exact allocations, but
+    /// for a big batch's offsets (shrunk in place) and the key and value columns of a big merge
+    /// that fill at least four-fifths of the room [`Builder::expect_merge`] gave them (kept as
+    /// they are). The builder is left empty for the next batch and, unless this one was large,
+    /// keeps its buffers: operators that build many small batches (one per step and iteration) then
     /// allocate only the batch itself, not the doubling buffers behind it.
     pub fn build(&mut self, description: Description<U::Time>) -> Batch<U> {
         self.close_key();
@@ -186,8 +227,9 @@ impl<U: Update> Builder<U> {
             // Keeping the buffers of a big batch would hold its size for nothing, so they go
             // with the batch when that wastes little: the offsets (plain vectors, whose big
             // allocations shrink in place) always, the key and value columns when a merge
-            // reserved them and they came out at least four-fifths full. Copying them instead
-            // was 2.5% of bfs's time on 1m/10m at 100,000 updates per step.
+            // sized them and they came out at least four-fifths full. Copying them was 2.5% of
+            // the samples of bfs's updates on 1m/10m at 100,000 per step, and briefly held the
+            // columns twice.
             let [reserved_keys, reserved_vals] = self.reserved;
             let taken = std::mem::take(self);
             let data = BatchData {
@@ -214,18 +256,15 @@ impl<U: Update> Builder<U> {
         self.key_ends.clear();
         self.vals.clear();
         self.val_ends.clear();
-        self.reserved = [0, 0];
+        self.reserved = [Reserved::default(); 2];
         Batch::from_data(data)
     }
 }
 
-/// `column` as it is if it holds at least four-fifths of the `reserved` items it was given
-/// room for (and no more, so it never grew past the reservation), else an exact copy. A
-/// column's capacity is the larger of the reservation and what a builder's earlier small
-/// batches left it, so the slack kept is at most a fifth, or that small remainder.
-fn keep_if_full<C: Columnar>(column: ContainerOf<C>, reserved: usize) -> ContainerOf<C> {
-    let len = column.borrow().len();
-    if reserved > 0 && len <= reserved && len * 5 >= reserved * 4 {
+/// `column` as it is if [`Builder::expect_merge`] sized it exactly and it fills at least
+/// four-fifths of that room (so at most a fifth is slack), else an exact copy.
+fn keep_if_full<C: Columnar>(column: ContainerOf<C>, reserved: Reserved) -> ContainerOf<C> {
+    if reserved.mostly_filled_by::<C>(&column) {
         column
     } else {
         exact_copy::<C>(&column)
@@ -255,13 +294,15 @@ mod tests {
         }
     }
 
-    /// A merge's builder hands its key and value columns to a big batch when they came out
-    /// mostly full, and copies them exactly when consolidation left little: the batch holds
-    /// the same updates either way, and never more than a fifth of room to spare.
+    /// A merge's builder hands its key and value columns to a big batch when they fill most of
+    /// the room it gave them (the very allocations go with the batch), and copies them exactly
+    /// when consolidation left little, or when the builder was not empty to size them: the
+    /// batch holds the same updates either way, and never more than a fifth of room to spare.
     #[test]
     fn merge_columns_go_with_big_batches_when_mostly_full() {
+        // Key `k` has `1 + k % 3` values, so that neither offset list is uniform.
         let rows = |keys: std::ops::Range<u64>, diff: i64| -> Vec<(u64, u64, u64, i64)> {
-            keys.flat_map(|k| [(k, 0, 1, diff), (k, 1, 1, diff)])
+            keys.flat_map(|k| (0..1 + k % 3).map(move |v| (k, v, 1, diff)))
                 .collect()
         };
         let built = |rows: &[(u64, u64, u64, i64)]| {
@@ -270,35 +311,51 @@ mod tests {
             builder.done(description(10))
         };
         let older = built(&rows(0..2_000, 1));
-        for (newer_rows, kept_keys) in [
-            (rows(2_000..2_400, 1), 2_400), // disjoint: 2,400 of 2,400 keys reserved
-            (rows(0..1_900, -1), 100),      // cancelling: 100 of 3,900
+        let mut reused = Builder::<U>::new();
+        for (newer_rows, kept_keys, moved) in [
+            (rows(2_000..2_400, 1), 2_400, true), // disjoint: 2,400 of 2,400 keys reserved
+            (rows(0..1_900, -1), 100, false),     // cancelling: 100 of 3,900
         ] {
             let newer = built(&newer_rows);
-            let mut builder = Builder::<U>::new();
-            builder.expect_merge(&older, &newer);
             let mut all = older.to_rows();
             all.extend_from_slice(&newer_rows);
             consolidate_rows::<U>(&mut all);
-            push_all(&mut builder, &all);
-            let merged = builder.build(description(10));
-            assert!(builder.is_empty());
-            assert_eq!(merged.to_rows(), all);
-            let (keys, vals) = (&merged.data().keys, &merged.data().vals);
-            assert_eq!(keys.len(), kept_keys);
-            assert!(
-                keys.capacity() * 4 <= keys.len() * 5,
-                "{} for {}",
-                keys.capacity(),
-                keys.len()
-            );
-            assert!(
-                vals.capacity() * 4 <= vals.len() * 5,
-                "{} for {}",
-                vals.capacity(),
-                vals.len()
-            );
+            // A fresh builder, and one reused after a small batch: both are empty, so both
+            // size their columns exactly.
+            push_all(&mut reused, &all[..10]);
+            reused.build(description(10));
+            for builder in [&mut Builder::<U>::new(), &mut reused] {
+                builder.expect_merge(&older, &newer);
+                push_all(builder, &all);
+                let columns = (builder.keys.as_ptr(), builder.vals.as_ptr());
+                let merged = builder.build(description(10));
+                assert!(builder.is_empty());
+                assert_eq!(merged.to_rows(), all);
+                let (keys, vals) = (&merged.data().keys, &merged.data().vals);
+                assert_eq!(keys.len(), kept_keys);
+                assert_eq!((keys.as_ptr(), vals.as_ptr()) == columns, moved);
+                for (capacity, len) in
+                    [(keys.capacity(), keys.len()), (vals.capacity(), vals.len())]
+                {
+                    assert!(capacity * 4 <= len * 5, "{capacity} for {len}");
+                }
+            }
         }
+        // A builder holding updates already is not sized exactly: its columns are copied.
+        let mut started = Builder::<U>::new();
+        started.push(&0, &0, &0, &1);
+        let newer = built(&rows(2_000..2_400, 1));
+        started.expect_merge(&older, &newer);
+        // After the key 0 pushed, every key one further on.
+        let all: Vec<_> = (older.to_rows().into_iter())
+            .chain(newer.to_rows())
+            .map(|(k, v, t, r)| (k + 1, v, t, r))
+            .collect();
+        push_all(&mut started, &all);
+        let columns = started.keys.as_ptr();
+        let merged = started.build(description(10));
+        assert_ne!(merged.data().keys.as_ptr(), columns);
+        assert_eq!(merged.data().keys.capacity(), merged.data().keys.len());
     }
 
     proptest! {

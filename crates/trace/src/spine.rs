@@ -395,7 +395,15 @@ impl<U: Update> Spine<U> {
 
     /// The number of updates held in the batches (merges in progress count their inputs).
     pub fn len(&self) -> usize {
-        self.batches().iter().map(Batch::len).sum()
+        // Without collecting the batches: arrangements ask at every seal.
+        let levels: usize = (self.levels.iter())
+            .map(|level| match level {
+                Level::Vacant => 0,
+                Level::Single(batch, _) => batch.len(),
+                Level::Merging(merge, _) => merge.inputs().iter().map(|batch| batch.len()).sum(),
+            })
+            .sum();
+        levels + self.pending.iter().map(Batch::len).sum::<usize>()
     }
 
     /// True when no batch holds an update.
