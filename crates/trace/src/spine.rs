@@ -364,15 +364,24 @@ impl<U: Update> Spine<U> {
     /// The batches, oldest first (merges in progress contribute their inputs).
     pub fn batches(&self) -> Vec<Batch<U>> {
         let mut batches = Vec::with_capacity(self.batch_count());
-        for level in self.levels.iter().rev() {
-            match level {
-                Level::Vacant => {}
-                Level::Single(batch, _) => batches.push(batch.clone()),
-                Level::Merging(merge, _) => batches.extend(merge.inputs().into_iter().cloned()),
-            }
-        }
-        batches.extend(self.pending.iter().cloned());
+        batches.extend(self.held().cloned());
         batches
+    }
+
+    /// The batches held, oldest first, without cloning handles (as [`Spine::batches`]).
+    fn held(&self) -> impl Iterator<Item = &Batch<U>> {
+        let levels = self.levels.iter().rev().flat_map(|level| {
+            let (first, second) = match level {
+                Level::Vacant => (None, None),
+                Level::Single(batch, _) => (Some(batch), None),
+                Level::Merging(merge, _) => {
+                    let [older, newer] = merge.inputs();
+                    (Some(older), Some(newer))
+                }
+            };
+            first.into_iter().chain(second)
+        });
+        levels.chain(self.pending.iter())
     }
 
     /// A consistent view of the trace that stays valid whatever the spine does next.
@@ -396,14 +405,7 @@ impl<U: Update> Spine<U> {
     /// The number of updates held in the batches (merges in progress count their inputs).
     pub fn len(&self) -> usize {
         // Without collecting the batches: arrangements ask at every seal.
-        let levels: usize = (self.levels.iter())
-            .map(|level| match level {
-                Level::Vacant => 0,
-                Level::Single(batch, _) => batch.len(),
-                Level::Merging(merge, _) => merge.inputs().iter().map(|batch| batch.len()).sum(),
-            })
-            .sum();
-        levels + self.pending.iter().map(Batch::len).sum::<usize>()
+        self.held().map(Batch::len).sum()
     }
 
     /// True when no batch holds an update.
@@ -413,7 +415,7 @@ impl<U: Update> Spine<U> {
 
     /// Heap bytes of the batches held (not counting partial merge outputs).
     pub fn heap_bytes(&self) -> usize {
-        self.batches().iter().map(Batch::heap_bytes).sum()
+        self.held().map(Batch::heap_bytes).sum()
     }
 
     /// Panics unless the spine is well formed: batches contiguous from the minimal time to
