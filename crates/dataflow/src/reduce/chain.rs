@@ -52,7 +52,7 @@ impl<V: Data, V2, T, R, R2> Default for ChainScratch<'_, V, V2, T, R, R2> {
 const RUNS_WORTH_MERGING: usize = 64;
 
 /// Adds `diff` to `value`'s entry of `acc` (sorted by value, no zero diff), keeping it so.
-fn add_into<V: Ord, R: Semigroup>(acc: &mut Vec<(V, R)>, value: V, diff: &R) {
+pub(super) fn add_into<V: Ord, R: Semigroup>(acc: &mut Vec<(V, R)>, value: V, diff: &R) {
     match acc.binary_search_by(|probe| probe.0.cmp(&value)) {
         Ok(index) => {
             acc[index].1.plus_equals(diff);
@@ -100,7 +100,7 @@ fn split_at_upper<V: Clone, T: Time, R: Clone>(
     }
 }
 
-fn is_chain<T: Time>(sorted: &[T]) -> bool {
+pub(super) fn is_chain<T: Time>(sorted: &[T]) -> bool {
     sorted.windows(2).all(|pair| pair[0].less_equal(&pair[1]))
 }
 

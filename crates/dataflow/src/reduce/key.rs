@@ -11,12 +11,14 @@
 //! Totally ordered histories (the common case outside iterations) take a single sweep: the
 //! accumulations grow as the times advance, so each update is added once. Partially ordered
 //! histories whose times to examine in the interval still form a chain (the common case
-//! inside iterations) take a single sweep too, in [`super::chain`]. Any other shape is
+//! inside iterations) take a single sweep too, in [`super::chain`], or, when long, in
+//! [`super::segments`], which puts only the stretches it must visit in time order. Any other shape is
 //! replayed in [`super::replay`], which forms the join closure lazily and collapses passed
 //! updates by the meet of the times still to come.
 
 use super::chain::{chain_key, ChainScratch};
 use super::replay::{corrections, replay_key, ReplayScratch};
+use super::segments::{segmented_key, SegmentScratch, SEGMENTED_MIN};
 use columnar::Ref;
 use ripple_updates::consolidate::consolidate_pairs;
 use ripple_updates::{Abelian, AntichainRef, Data, Semigroup, Time};
@@ -30,6 +32,7 @@ pub(crate) struct KeyScratch<'a, V: Data, V2, T, R, R2> {
     deferred: Vec<T>,
     all_times: Vec<T>,
     chain: ChainScratch<'a, V, V2, T, R, R2>,
+    segments: SegmentScratch<'a, V, V2, T, R, R2>,
     replay: ReplayScratch<'a, V, V2, T, R, R2>,
 }
 
@@ -43,6 +46,7 @@ impl<V: Data, V2, T, R, R2> Default for KeyScratch<'_, V, V2, T, R, R2> {
             deferred: Vec::new(),
             all_times: Vec::new(),
             chain: ChainScratch::default(),
+            segments: SegmentScratch::default(),
             replay: ReplayScratch::default(),
         }
     }
@@ -89,21 +93,44 @@ pub(crate) fn reduce_key<'a, V, V2, T, R, R2>(
     let partial = has_incomparable(history, output, times)
         || !is_totally_ordered(history, output, times, &mut scratch.all_times);
     if partial {
-        // Usually the times to examine still form a chain (see `super::chain`).
-        if chain_key(
-            history,
-            batch,
-            output,
-            &scratch.times,
-            upper,
-            &mut scratch.chain,
-            &mut scratch.input_acc,
-            &mut scratch.output_acc,
-            &mut scratch.desired,
-            logic,
-            emit,
-            defer,
-        ) {
+        // Usually the times to examine still form a chain (see `super::chain`); long
+        // histories sort only the stretches that can change (`super::segments`).
+        let long = history.len() + output.len() >= SEGMENTED_MIN;
+        if long
+            && segmented_key(
+                history,
+                batch,
+                output,
+                &scratch.times,
+                deferred,
+                upper,
+                &mut scratch.segments,
+                &mut scratch.input_acc,
+                &mut scratch.output_acc,
+                &mut scratch.desired,
+                logic,
+                emit,
+                defer,
+            )
+        {
+            return;
+        }
+        if !long
+            && chain_key(
+                history,
+                batch,
+                output,
+                &scratch.times,
+                upper,
+                &mut scratch.chain,
+                &mut scratch.input_acc,
+                &mut scratch.output_acc,
+                &mut scratch.desired,
+                logic,
+                emit,
+                defer,
+            )
+        {
             return;
         }
         let deferred_sorted = &mut scratch.deferred;

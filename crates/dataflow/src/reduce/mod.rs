@@ -25,6 +25,7 @@
 mod chain;
 mod key;
 mod replay;
+mod segments;
 
 use crate::arrange::{build_batch, ship_as_updates, Arranged, HeldCapabilities};
 use crate::collection::{Collection, Output};
