@@ -18,8 +18,11 @@
 //! at times at or before `tₖ`) add up to nothing too, and none of `t₀ ..= tₖ` is a deferred
 //! time, then the accumulations at `h` are `I(h)` and `O(h)`, which agree: `h` needs no visit.
 //! Such a segment's updates only enter the sums, in any order. The others are sorted and swept
-//! as in [`super::chain`]. Updates are bucketed by segment with one binary search each among
-//! the new times, then one counting pass.
+//! as in [`super::chain`]. Updates are bucketed by segment (the previous update's when its
+//! time repeats or still fits, else a binary search among the new times), then placed in one
+//! counting pass. (Reusing the previous segment, with a stable sort for the updates beyond
+//! `upper`, took 6% off the time at 100,000 updates per step and 3% at 10,000 on 1k/2k; a
+//! galloping search instead of the binary one gained nothing.)
 //!
 //! The shape is checked as it is used: every update must lie between its segment's bounds
 //! (`tₖ <= h <= tₖ₊₁` in the partial order), which makes the new times' joins with the
@@ -33,7 +36,7 @@
 use super::chain::{add_into, is_chain};
 use super::replay::corrections;
 use columnar::Ref;
-use ripple_updates::consolidate::{consolidate_pairs, consolidate_triples};
+use ripple_updates::consolidate::consolidate_pairs;
 use ripple_updates::{Abelian, AntichainRef, Data, Semigroup, Time};
 use std::ops::Range;
 
@@ -83,16 +86,36 @@ impl<W: Clone, T: Time, R: Clone> Buckets<W, T, R> {
         self.starts.clear();
         self.starts.resize(buckets + 1, 0);
         ids.clear();
+        // Histories come batch by batch, each batch's updates of a value in time order, so an
+        // update's time often repeats the previous one's, or falls in the same segment.
+        let mut previous: Option<(&T, u32)> = None;
+        let mut segment = 0;
         for update in history {
+            if let Some((_, bucket)) = previous.filter(|(time, _)| **time == update.1) {
+                ids.push(bucket);
+                if bucket == BEYOND {
+                    self.beyond.push(update.clone());
+                } else {
+                    self.starts[bucket as usize + 1] += 1;
+                }
+                continue;
+            }
             if upper.less_equal(&update.1) {
                 ids.push(BEYOND);
                 self.beyond.push(update.clone());
+                previous = Some((&update.1, BEYOND));
                 continue;
             }
-            // The number of new times at or before this one in the sort order.
-            let Some(k) = times.partition_point(|t| *t <= update.1).checked_sub(1) else {
-                return false;
-            };
+            // The last new time at or before this one in the sort order.
+            let same = times[segment] <= update.1
+                && times.get(segment + 1).is_none_or(|next| update.1 < *next);
+            if !same {
+                let Some(k) = times.partition_point(|t| *t <= update.1).checked_sub(1) else {
+                    return false;
+                };
+                segment = k;
+            }
+            let k = segment;
             let bucket = if update.1 == times[k] {
                 2 * k
             } else {
@@ -107,6 +130,7 @@ impl<W: Clone, T: Time, R: Clone> Buckets<W, T, R> {
             };
             ids.push(bucket as u32);
             self.starts[bucket + 1] += 1;
+            previous = Some((&update.1, bucket as u32));
         }
         for bucket in 0..buckets {
             self.starts[bucket + 1] += self.starts[bucket];
@@ -129,6 +153,29 @@ impl<W: Clone, T: Time, R: Clone> Buckets<W, T, R> {
 
     fn bucket(&self, bucket: usize) -> Range<usize> {
         self.starts[bucket]..self.starts[bucket + 1]
+    }
+}
+
+/// Appends to `times` the times of `updates` whose updates there do not cancel (`updates` is
+/// scratch). They come as runs sorted by value (one per batch read), which a stable sort by
+/// value, then time, merges.
+fn surviving_times<W: Ord, T: Time, R: Semigroup>(updates: &mut [(W, T, R)], times: &mut Vec<T>) {
+    updates.sort_by(|a, b| (&a.0, &a.1).cmp(&(&b.0, &b.1)));
+    let mut index = 0;
+    while index < updates.len() {
+        let mut sum = updates[index].2.clone();
+        let mut end = index + 1;
+        while end < updates.len()
+            && updates[end].0 == updates[index].0
+            && updates[end].1 == updates[index].1
+        {
+            sum.plus_equals(&updates[end].2);
+            end += 1;
+        }
+        if !sum.is_zero() {
+            times.push(updates[index].1.clone());
+        }
+        index = end;
     }
 }
 
@@ -342,10 +389,8 @@ where
 
     // Times at or beyond `upper` whose updates do not cancel need examining later.
     deferred.clear();
-    consolidate_triples(&mut input.beyond);
-    consolidate_triples(&mut outputs.beyond);
-    deferred.extend(input.beyond.iter().map(|u| u.1.clone()));
-    deferred.extend(outputs.beyond.iter().map(|u| u.1.clone()));
+    surviving_times(&mut input.beyond, deferred);
+    surviving_times(&mut outputs.beyond, deferred);
     deferred.sort_unstable();
     deferred.dedup();
     for (val, time, diff) in emitted.iter() {
