@@ -10,13 +10,14 @@
 //! nothing to correct (bfs there: 84% of the history's updates).
 //!
 //! Which segments. Let `I(h)` and `O(h)` be the input and output accumulated at `h` from the
-//! traces through the interval's lower bound. Every time before `upper` where `f(I(h))` may
-//! differ from `O(h)` is at or after a new update's time or a deferred time (that is the
-//! invariant that lets the operator skip keys without news, and what deferring maintains).
-//! Take `h` inside segment `k`: the new times at or before it are `t₀ ..= tₖ`. If the batch's
-//! updates at those times add up to nothing value by value, the corrections made so far (all
-//! at times at or before `tₖ`) add up to nothing too, and none of `t₀ ..= tₖ` is a deferred
-//! time, then the accumulations at `h` are `I(h)` and `O(h)`, which agree: `h` needs no visit.
+//! traces through the interval's lower bound (the interval's new updates left out). Every time
+//! before `upper` where `f(I(h))` may differ from `O(h)` is at or after a deferred time due in
+//! this interval (that is the invariant that lets the operator skip keys without news, and
+//! what deferring maintains). Take `h` inside segment `k`: the new times at or before it are
+//! `t₀ ..= tₖ`. If the batch's updates at those times add up to nothing value by value, the
+//! corrections made so far (all at times at or before `tₖ`) add up to nothing too, and none of
+//! `t₀ ..= tₖ` is a due deferred time, then the accumulations at `h` are `I(h)` and `O(h)`,
+//! which agree: `h` needs no visit.
 //! Such a segment's updates only enter the sums, in any order. The others are sorted and swept
 //! as in [`super::chain`]. Updates are bucketed by segment (the previous update's when its
 //! time repeats or still fits, else a binary search among the new times), then placed in one
@@ -31,7 +32,7 @@
 //! the key. Histories are not consolidated before the sweep (no sort to make cancelling
 //! updates meet): updates that cancel enter the sums and leave them unchanged, costing only a
 //! visit in a swept segment. Updates at or beyond `upper` are consolidated, so that only times
-//! whose updates do not cancel are deferred, as the other sweeps defer them.
+//! whose updates do not cancel are deferred, as the full chain sweep defers them.
 
 use super::chain::{add_into, is_chain};
 use super::replay::corrections;
@@ -40,12 +41,14 @@ use ripple_updates::consolidate::consolidate_pairs;
 use ripple_updates::{Abelian, AntichainRef, Data, Semigroup, Time};
 use std::ops::Range;
 
-/// Histories (input and output together) at least this long take the segmented sweep. Shorter
-/// ones shrink a lot when consolidated (bfs on 1k/2k at 1,000 updates per step: from 24 input
+/// Histories (input and output together) at least this long take the segmented sweep (in this
+/// crate's unit tests every non-empty history does, so the interval-by-interval checks of
+/// `reduce_key` run it, while the full sweep keeps its own tests and the integration tests).
+/// Shorter ones shrink a lot when consolidated (bfs on 1k/2k at 1,000 updates per step: from 24 input
 /// updates to 8), which the full sweep's sort does and this sweep does not: there, a bound of
 /// 64 ran 2.5% slower than the full sweep alone and 128 within noise of it (medians of 5); at
 /// 10,000 per step either bound takes 13% or more off the time, and 17% at 100,000.
-pub(crate) const SEGMENTED_MIN: usize = 128;
+pub(crate) const SEGMENTED_MIN: usize = if cfg!(test) { 1 } else { 128 };
 
 /// One side's updates (input or output history) grouped by segment.
 struct Buckets<W, T, R> {
@@ -253,7 +256,7 @@ impl<'a, V: Data, V2: Data, T: Time, R: Semigroup, R2: Semigroup + Abelian>
 }
 
 /// As [`super::chain::chain_key`], for long histories; `due` are the key's deferred times due
-/// in this interval (sorted; among `times`).
+/// in this interval (among `times`, in any order).
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn segmented_key<'a, V, V2, T, R, R2>(
     history: &mut [(Ref<'a, V>, T, R)],
@@ -323,8 +326,10 @@ where
         fixes,
         emitted,
     };
-    let (mut next_batch, mut next_due) = (0, 0);
-    let mut due_passed = false;
+    let mut next_batch = 0;
+    // The new times are a chain: once the sweep reaches the least due time, every later
+    // time is at or after it. (`due` need not be sorted.)
+    let first_due = due.iter().min();
     for (k, now) in times.iter().enumerate() {
         for (val, _, diff) in &input.updates[input.bucket(2 * k)] {
             add_into(sweep.input_acc, *val, diff);
@@ -337,10 +342,7 @@ where
         for (val, _, diff) in &outputs.updates[outputs.bucket(2 * k)] {
             add_into(sweep.output_acc, val.clone(), diff);
         }
-        if due.get(next_due) == Some(now) {
-            due_passed = true;
-            next_due += 1;
-        }
+        let due_passed = first_due.is_some_and(|due| due <= now);
         sweep.evaluate(now, logic);
 
         let (inside, outside) = (input.bucket(2 * k + 1), outputs.bucket(2 * k + 1));
@@ -565,12 +567,30 @@ mod tests {
         }
     }
 
-    /// Two new times incomparable with each other are refused, with nothing emitted.
+    /// Shapes that are not a chain are refused, with nothing emitted or deferred: two new
+    /// times incomparable with each other, a swept segment whose times are not a chain, an
+    /// update outside its segment's bounds.
     #[test]
     fn other_shapes_are_refused() {
         let visit = Visit {
             history: vec![(1, Product::new(0, 0), 1)],
             batch: vec![(2, Product::new(5, 1), 1), (3, Product::new(3, 2), 1)],
+            due: Vec::new(),
+            upper: Antichain::from_elem(Product::new(100, 100)),
+        };
+        assert_eq!(run(&visit, true), (false, Vec::new(), Vec::new()));
+        // A segment to sweep whose times are not a chain: (5, 3) and (6, 1).
+        let visit = Visit {
+            history: vec![(1, Product::new(6, 1), 1), (2, Product::new(5, 3), 1)],
+            batch: vec![(0, Product::new(5, 1), 1)],
+            due: Vec::new(),
+            upper: Antichain::from_elem(Product::new(100, 100)),
+        };
+        assert_eq!(run(&visit, true), (false, Vec::new(), Vec::new()));
+        // An update between two new times in the sort order but not before the later one.
+        let visit = Visit {
+            history: vec![(1, Product::new(5, 3), 1)],
+            batch: vec![(0, Product::new(2, 1), 1), (0, Product::new(8, 1), -1)],
             due: Vec::new(),
             upper: Antichain::from_elem(Product::new(100, 100)),
         };
