@@ -391,15 +391,7 @@ impl<U: Update> Spine<U> {
 
     /// The number of batches held (merges in progress count their two inputs).
     pub fn batch_count(&self) -> usize {
-        self.levels
-            .iter()
-            .map(|level| match level {
-                Level::Vacant => 0,
-                Level::Single(..) => 1,
-                Level::Merging(..) => 2,
-            })
-            .sum::<usize>()
-            + self.pending.len()
+        self.held().count()
     }
 
     /// The number of updates held in the batches (merges in progress count their inputs).

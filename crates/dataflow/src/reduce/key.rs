@@ -12,9 +12,9 @@
 //! accumulations grow as the times advance, so each update is added once. Partially ordered
 //! histories whose times to examine in the interval still form a chain (the common case
 //! inside iterations) take a single sweep too, in [`super::chain`], or, when long, in
-//! [`super::segments`], which puts only the stretches it must visit in time order. Any other shape is
-//! replayed in [`super::replay`], which forms the join closure lazily and collapses passed
-//! updates by the meet of the times still to come.
+//! [`super::segments`], which puts only the stretches it must visit in time order. Any other
+//! shape is replayed in [`super::replay`], which forms the join closure lazily and collapses
+//! passed updates by the meet of the times still to come.
 
 use super::chain::{chain_key, ChainScratch};
 use super::replay::{corrections, replay_key, ReplayScratch};
@@ -95,9 +95,8 @@ pub(crate) fn reduce_key<'a, V, V2, T, R, R2>(
     if partial {
         // Usually the times to examine still form a chain (see `super::chain`); long
         // histories sort only the stretches that can change (`super::segments`).
-        let long = history.len() + output.len() >= SEGMENTED_MIN;
-        if long
-            && segmented_key(
+        let swept = if history.len() + output.len() >= SEGMENTED_MIN {
+            segmented_key(
                 history,
                 batch,
                 output,
@@ -112,11 +111,8 @@ pub(crate) fn reduce_key<'a, V, V2, T, R, R2>(
                 emit,
                 defer,
             )
-        {
-            return;
-        }
-        if !long
-            && chain_key(
+        } else {
+            chain_key(
                 history,
                 batch,
                 output,
@@ -130,7 +126,8 @@ pub(crate) fn reduce_key<'a, V, V2, T, R, R2>(
                 emit,
                 defer,
             )
-        {
+        };
+        if swept {
             return;
         }
         let deferred_sorted = &mut scratch.deferred;

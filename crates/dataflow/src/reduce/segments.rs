@@ -44,10 +44,10 @@ use std::ops::Range;
 /// Histories (input and output together) at least this long take the segmented sweep (in this
 /// crate's unit tests every non-empty history does, so the interval-by-interval checks of
 /// `reduce_key` run it, while the full sweep keeps its own tests and the integration tests).
-/// Shorter ones shrink a lot when consolidated (bfs on 1k/2k at 1,000 updates per step: from 24 input
-/// updates to 8), which the full sweep's sort does and this sweep does not: there, a bound of
-/// 64 ran 2.5% slower than the full sweep alone and 128 within noise of it (medians of 5); at
-/// 10,000 per step either bound takes 13% or more off the time, and 17% at 100,000.
+/// Shorter ones shrink a lot when consolidated (bfs on 1k/2k at 1,000 updates per step: from
+/// 24 input updates to 8), which the full sweep's sort does and this sweep does not: there, a
+/// bound of 64 ran 2.5% slower than the full sweep alone and 128 within noise of it (medians
+/// of 5); at 10,000 per step either bound takes 13% or more off the time, and 17% at 100,000.
 pub(crate) const SEGMENTED_MIN: usize = if cfg!(test) { 1 } else { 128 };
 
 /// One side's updates (input or output history) grouped by segment.
@@ -73,14 +73,14 @@ impl<W, T, R> Default for Buckets<W, T, R> {
 
 impl<W: Clone, T: Time, R: Clone> Buckets<W, T, R> {
     /// Buckets `history` (each time at or after `times[0]`); `false` if some update before
-    /// `upper` lies outside its segment's bounds. `ids`, `fill` and `order` are scratch.
+    /// `upper` lies outside its segment's bounds. `ids`, `order` and `next_free` are scratch.
     fn fill(
         &mut self,
         history: &[(W, T, R)],
         times: &[T],
         upper: AntichainRef<'_, T>,
         [ids, order]: [&mut Vec<u32>; 2],
-        fill: &mut Vec<usize>,
+        next_free: &mut Vec<usize>,
     ) -> bool {
         const BEYOND: u32 = u32::MAX;
         let buckets = 2 * times.len();
@@ -94,59 +94,54 @@ impl<W: Clone, T: Time, R: Clone> Buckets<W, T, R> {
         let mut previous: Option<(&T, u32)> = None;
         let mut segment = 0;
         for update in history {
-            if let Some((_, bucket)) = previous.filter(|(time, _)| **time == update.1) {
-                ids.push(bucket);
-                if bucket == BEYOND {
-                    self.beyond.push(update.clone());
-                } else {
-                    self.starts[bucket as usize + 1] += 1;
+            let bucket = match previous.filter(|(time, _)| **time == update.1) {
+                Some((_, bucket)) => bucket,
+                None if upper.less_equal(&update.1) => BEYOND,
+                None => {
+                    // The last new time at or before this one in the sort order.
+                    let same = times[segment] <= update.1
+                        && times.get(segment + 1).is_none_or(|next| update.1 < *next);
+                    if !same {
+                        let Some(k) = times.partition_point(|t| *t <= update.1).checked_sub(1)
+                        else {
+                            return false;
+                        };
+                        segment = k;
+                    }
+                    if update.1 == times[segment] {
+                        2 * segment as u32
+                    } else {
+                        let inside = times[segment].less_equal(&update.1)
+                            && times
+                                .get(segment + 1)
+                                .is_none_or(|next| update.1.less_equal(next));
+                        if !inside {
+                            return false;
+                        }
+                        2 * segment as u32 + 1
+                    }
                 }
-                continue;
-            }
-            if upper.less_equal(&update.1) {
-                ids.push(BEYOND);
-                self.beyond.push(update.clone());
-                previous = Some((&update.1, BEYOND));
-                continue;
-            }
-            // The last new time at or before this one in the sort order.
-            let same = times[segment] <= update.1
-                && times.get(segment + 1).is_none_or(|next| update.1 < *next);
-            if !same {
-                let Some(k) = times.partition_point(|t| *t <= update.1).checked_sub(1) else {
-                    return false;
-                };
-                segment = k;
-            }
-            let k = segment;
-            let bucket = if update.1 == times[k] {
-                2 * k
-            } else {
-                let inside = times[k].less_equal(&update.1)
-                    && times
-                        .get(k + 1)
-                        .is_none_or(|next| update.1.less_equal(next));
-                if !inside {
-                    return false;
-                }
-                2 * k + 1
             };
-            ids.push(bucket as u32);
-            self.starts[bucket + 1] += 1;
-            previous = Some((&update.1, bucket as u32));
+            previous = Some((&update.1, bucket));
+            ids.push(bucket);
+            if bucket == BEYOND {
+                self.beyond.push(update.clone());
+            } else {
+                self.starts[bucket as usize + 1] += 1;
+            }
         }
         for bucket in 0..buckets {
             self.starts[bucket + 1] += self.starts[bucket];
         }
         // Counting sort: each update goes to the next free place of its bucket.
-        fill.clear();
-        fill.extend_from_slice(&self.starts[..buckets]);
+        next_free.clear();
+        next_free.extend_from_slice(&self.starts[..buckets]);
         order.clear();
         order.resize(self.starts[buckets], 0);
         for (index, &bucket) in ids.iter().enumerate() {
             if bucket != BEYOND {
-                order[fill[bucket as usize]] = index as u32;
-                fill[bucket as usize] += 1;
+                order[next_free[bucket as usize]] = index as u32;
+                next_free[bucket as usize] += 1;
             }
         }
         self.updates
@@ -188,7 +183,7 @@ pub(crate) struct SegmentScratch<'a, V: Data, V2, T, R, R2> {
     output: Buckets<V2, T, R2>,
     ids: Vec<u32>,
     order: Vec<u32>,
-    fill: Vec<usize>,
+    next_free: Vec<usize>,
     /// Per value, the sum of the batch's updates swept so far.
     batch_sum: Vec<(Ref<'a, V>, R)>,
     /// Per value, the sum of the corrections made so far.
@@ -207,7 +202,7 @@ impl<V: Data, V2, T, R, R2> Default for SegmentScratch<'_, V, V2, T, R, R2> {
             output: Buckets::default(),
             ids: Vec::new(),
             order: Vec::new(),
-            fill: Vec::new(),
+            next_free: Vec::new(),
             batch_sum: Vec::new(),
             fixes_sum: Vec::new(),
             fixes: Vec::new(),
@@ -299,15 +294,15 @@ where
         output: outputs,
         ids,
         order,
-        fill,
+        next_free,
         batch_sum,
         fixes_sum,
         fixes,
         emitted,
         deferred,
     } = scratch;
-    if !input.fill(history, times, upper, [ids, order], fill)
-        || !outputs.fill(output, times, upper, [ids, order], fill)
+    if !input.fill(history, times, upper, [ids, order], next_free)
+        || !outputs.fill(output, times, upper, [ids, order], next_free)
     {
         return false;
     }
