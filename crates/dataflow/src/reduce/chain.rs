@@ -17,9 +17,9 @@
 //! every time beyond `upper` whose output may change is at or after a deferred one. An
 //! examined time's accumulation is the updates at or before it in the chain: running sums.
 
-use super::replay::{advance_then_consolidate, corrections};
+use super::replay::advance_then_consolidate;
+use super::visit::{Hooks, Sums, Visit};
 use columnar::Ref;
-use ripple_updates::consolidate::consolidate_pairs;
 use ripple_updates::{Abelian, AntichainRef, Data, Semigroup, Time};
 
 /// Buffers reused across keys.
@@ -104,26 +104,18 @@ pub(super) fn is_chain<T: Time>(sorted: &[T]) -> bool {
     sorted.windows(2).all(|pair| pair[0].less_equal(&pair[1]))
 }
 
-/// The corrections for one key when its times to examine form a chain; returns `false`, having
-/// emitted and deferred nothing, when they do not. `times` are the key's new times, sorted and
-/// distinct, none at or beyond `upper`: those of `batch` and those deferred to this interval.
-/// The histories come in any order and are left advanced by the least new time and
-/// consolidated (as the replay would make them); `input_acc`, `output_acc` and `desired` are
-/// scratch. Otherwise as [`super::replay::replay_key`], whose corrections it matches.
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn chain_key<'a, V, V2, T, R, R2>(
-    history: &mut Vec<(Ref<'a, V>, T, R)>,
-    batch: &mut [(Ref<'a, V>, T, R)],
-    output: &mut Vec<(V2, T, R2)>,
+/// The corrections for one key's visit when its times to examine form a chain; returns
+/// `false`, having emitted and deferred nothing, when they do not. `times` are the key's new
+/// times, sorted and distinct, none at or beyond `upper`: those of the batch and those
+/// deferred to this interval. The histories are left advanced by the least new time and
+/// consolidated (as the replay would make them). Otherwise as
+/// [`super::replay::replay_key`], whose corrections it matches.
+pub(crate) fn chain_key<'a, V, V2, T, R, R2, L, E, D>(
+    visit: &mut Visit<'_, 'a, V, V2, T, R, R2>,
     times: &[T],
-    upper: AntichainRef<'_, T>,
     scratch: &mut ChainScratch<'a, V, V2, T, R, R2>,
-    input_acc: &mut Vec<(Ref<'a, V>, R)>,
-    output_acc: &mut Vec<(V2, R2)>,
-    desired: &mut Vec<(V2, R2)>,
-    logic: &mut impl FnMut(&[(Ref<'a, V>, R)], &mut Vec<(V2, R2)>),
-    emit: &mut impl FnMut(&V2, &T, &R2),
-    defer: &mut impl FnMut(&T),
+    sums: &mut Sums<'a, V, V2, R, R2>,
+    hooks: &mut Hooks<L, E, D>,
 ) -> bool
 where
     V: Data,
@@ -131,6 +123,9 @@ where
     T: Time,
     R: Semigroup,
     R2: Semigroup + Abelian,
+    L: FnMut(&[(Ref<'a, V>, R)], &mut Vec<(V2, R2)>),
+    E: FnMut(&V2, &T, &R2),
+    D: FnMut(&T),
 {
     let Some(first) = times.first() else {
         // Nothing new: nothing can change.
@@ -139,6 +134,13 @@ where
     if !is_chain(times) {
         return false;
     }
+    let Visit {
+        history,
+        batch,
+        output,
+        upper,
+    } = visit;
+    let upper = *upper;
     debug_assert!(times.iter().all(|time| !upper.less_equal(time)));
     let ChainScratch {
         input,
@@ -174,24 +176,23 @@ where
     } else {
         batch.sort_unstable_by(|a, b| a.1.cmp(&b.1));
     }
-    input_acc.clear();
-    output_acc.clear();
+    sums.clear();
     let (mut next_input, mut next_output, mut next_batch) = (0, 0, 0);
     for now in examine.iter() {
         // The sums stay consolidated as updates enter: no sorting per examined time.
         let mut changed = false;
         while let Some((val, _, diff)) = input.get(next_input).filter(|u| u.1 == *now) {
-            add_into(input_acc, *val, diff);
+            add_into(&mut sums.input, *val, diff);
             next_input += 1;
             changed = true;
         }
         while let Some((val, _, diff)) = batch.get(next_batch).filter(|u| u.1 == *now) {
-            add_into(input_acc, *val, diff);
+            add_into(&mut sums.input, *val, diff);
             next_batch += 1;
             changed = true;
         }
         while let Some((val, _, diff)) = output_before.get(next_output).filter(|u| u.1 == *now) {
-            add_into(output_acc, val.clone(), diff);
+            add_into(&mut sums.output, val.clone(), diff);
             next_output += 1;
             changed = true;
         }
@@ -200,19 +201,14 @@ where
             // right for these same sums (a deferred time with no update of its own).
             continue;
         }
-        desired.clear();
-        if !input_acc.is_empty() {
-            logic(input_acc, desired);
-            consolidate_pairs(desired);
-        }
         fixes.clear();
-        corrections(desired, output_acc, |val, diff| {
-            emit(&val, now, &diff);
+        sums.correct(&mut hooks.logic, |val, diff| {
+            (hooks.emit)(&val, now, &diff);
             fixes.push((val, diff));
         });
         // Corrections at `now` hold at every later examined time (they are a chain).
         for (val, diff) in fixes.drain(..) {
-            add_into(output_acc, val, &diff);
+            add_into(&mut sums.output, val, &diff);
         }
     }
     debug_assert_eq!(next_input, input.len());
@@ -222,7 +218,7 @@ where
     deferred.sort_unstable();
     deferred.dedup();
     for time in deferred.iter() {
-        defer(time);
+        (hooks.defer)(time);
     }
     true
 }
@@ -247,22 +243,24 @@ mod tests {
         times.dedup();
         let (mut emitted, mut deferred) = (Vec::new(), Vec::new());
         let accepted = chain_key(
-            &mut history.to_vec(),
-            &mut batch.to_vec(),
-            &mut output.to_vec(),
-            &times,
-            upper.borrow(),
-            &mut ChainScratch::<u64, u64, Time, i64, i64>::default(),
-            &mut Vec::new(),
-            &mut Vec::new(),
-            &mut Vec::new(),
-            &mut |input: &[(&u64, i64)], out: &mut Vec<(u64, i64)>| {
-                if let Some((value, _)) = input.iter().find(|(_, r)| *r > 0) {
-                    out.push((**value, 1));
-                }
+            &mut Visit {
+                history: &mut history.to_vec(),
+                batch: &mut batch.to_vec(),
+                output: &mut output.to_vec(),
+                upper: upper.borrow(),
             },
-            &mut |v: &u64, t: &Time, r: &i64| emitted.push((*v, *t, *r)),
-            &mut |t: &Time| deferred.push(*t),
+            &times,
+            &mut ChainScratch::<u64, u64, Time, i64, i64>::default(),
+            &mut Sums::default(),
+            &mut Hooks::new(
+                |input: &[(&u64, i64)], out: &mut Vec<(u64, i64)>| {
+                    if let Some((value, _)) = input.iter().find(|(_, r)| *r > 0) {
+                        out.push((**value, 1));
+                    }
+                },
+                |v: &u64, t: &Time, r: &i64| emitted.push((*v, *t, *r)),
+                |t: &Time| deferred.push(*t),
+            ),
         );
         (accepted, emitted, deferred)
     }

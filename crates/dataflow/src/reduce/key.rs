@@ -17,17 +17,16 @@
 //! passed updates by the meet of the times still to come.
 
 use super::chain::{chain_key, ChainScratch};
-use super::replay::{corrections, replay_key, ReplayScratch};
+use super::replay::{replay_key, ReplayScratch};
 use super::segments::{segmented_key, SegmentScratch, SEGMENTED_MIN};
+use super::visit::{Hooks, Sums, Visit};
 use columnar::Ref;
 use ripple_updates::consolidate::consolidate_pairs;
-use ripple_updates::{Abelian, AntichainRef, Data, Semigroup, Time};
+use ripple_updates::{Abelian, Data, Semigroup, Time};
 
 /// Reusable buffers for [`reduce_key`].
 pub(crate) struct KeyScratch<'a, V: Data, V2, T, R, R2> {
-    input_acc: Vec<(Ref<'a, V>, R)>,
-    output_acc: Vec<(V2, R2)>,
-    desired: Vec<(V2, R2)>,
+    sums: Sums<'a, V, V2, R, R2>,
     times: Vec<T>,
     deferred: Vec<T>,
     all_times: Vec<T>,
@@ -39,9 +38,7 @@ pub(crate) struct KeyScratch<'a, V: Data, V2, T, R, R2> {
 impl<V: Data, V2, T, R, R2> Default for KeyScratch<'_, V, V2, T, R, R2> {
     fn default() -> Self {
         Self {
-            input_acc: Vec::new(),
-            output_acc: Vec::new(),
-            desired: Vec::new(),
+            sums: Sums::default(),
             times: Vec::new(),
             deferred: Vec::new(),
             all_times: Vec::new(),
@@ -52,80 +49,47 @@ impl<V: Data, V2, T, R, R2> Default for KeyScratch<'_, V, V2, T, R, R2> {
     }
 }
 
-/// The corrections for one key. `history` holds the key's input history through the
-/// interval's lower bound and `batch` its new updates inside the interval; `output` its output
-/// history. `history` and `output` may come in any order (the operator reads them batch by
-/// batch); all three are scratch, their contents unspecified afterwards. `deferred` lists
-/// the times earlier passes deferred to this interval (none at or beyond `upper`).
-/// Corrections at times in the interval go to `emit`; times at or beyond `upper` that will
-/// need examining go to `defer`.
+/// The corrections for one key's visit: `deferred` lists the times earlier passes deferred to
+/// this interval (none at or beyond `upper`). Corrections at times in the interval go to the
+/// hooks' `emit`; times at or beyond `upper` that will need examining go to their `defer`.
 // Called from one place, the operator's loop over keys. LLVM's choice to inline it there
 // flips with unrelated edits to the operator; the hint keeps it (bfs on 1k/2k at 1,000
 // updates per step, callgrind: 1.746G instructions with it, 1.750G when left out of line).
 #[inline]
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn reduce_key<'a, V, V2, T, R, R2>(
-    history: &mut Vec<(Ref<'a, V>, T, R)>,
-    batch: &mut Vec<(Ref<'a, V>, T, R)>,
-    output: &mut Vec<(V2, T, R2)>,
+pub(crate) fn reduce_key<'a, V, V2, T, R, R2, L, E, D>(
+    visit: &mut Visit<'_, 'a, V, V2, T, R, R2>,
     deferred: &[T],
-    upper: AntichainRef<'_, T>,
     scratch: &mut KeyScratch<'a, V, V2, T, R, R2>,
-    logic: &mut impl FnMut(&[(Ref<'a, V>, R)], &mut Vec<(V2, R2)>),
-    emit: &mut impl FnMut(&V2, &T, &R2),
-    defer: &mut impl FnMut(&T),
+    hooks: &mut Hooks<L, E, D>,
 ) where
     V: Data,
     V2: Data,
     T: Time,
     R: Semigroup,
     R2: Semigroup + Abelian,
+    L: FnMut(&[(Ref<'a, V>, R)], &mut Vec<(V2, R2)>),
+    E: FnMut(&V2, &T, &R2),
+    D: FnMut(&T),
 {
     // The new times: deferred ones and those of the new updates.
     let times = &mut scratch.times;
     times.clear();
     times.extend_from_slice(deferred);
-    times.extend(batch.iter().map(|u| u.1.clone()));
+    times.extend(visit.batch.iter().map(|u| u.1.clone()));
     times.sort_unstable();
     times.dedup();
     // A time incomparable with the first new time settles it without sorting anything: the
     // common case inside iterations. (`times` covers the new updates' times.)
-    let partial = has_incomparable(history, output, times)
-        || !is_totally_ordered(history, output, times, &mut scratch.all_times);
+    let partial = has_incomparable(visit.history, visit.output, times)
+        || !is_totally_ordered(visit.history, visit.output, times, &mut scratch.all_times);
     if partial {
         // Usually the times to examine still form a chain (see `super::chain`); long
         // histories sort only the stretches that can change (`super::segments`).
-        let swept = if history.len() + output.len() >= SEGMENTED_MIN {
-            segmented_key(
-                history,
-                batch,
-                output,
-                &scratch.times,
-                deferred,
-                upper,
-                &mut scratch.segments,
-                &mut scratch.input_acc,
-                &mut scratch.output_acc,
-                &mut scratch.desired,
-                logic,
-                emit,
-                defer,
-            )
+        let (times, sums) = (&scratch.times, &mut scratch.sums);
+        let swept = if visit.history.len() + visit.output.len() >= SEGMENTED_MIN {
+            segmented_key(visit, times, deferred, &mut scratch.segments, sums, hooks)
         } else {
-            chain_key(
-                history,
-                batch,
-                output,
-                &scratch.times,
-                upper,
-                &mut scratch.chain,
-                &mut scratch.input_acc,
-                &mut scratch.output_acc,
-                &mut scratch.desired,
-                logic,
-                emit,
-                defer,
-            )
+            chain_key(visit, times, &mut scratch.chain, sums, hooks)
         };
         if swept {
             return;
@@ -135,24 +99,16 @@ pub(crate) fn reduce_key<'a, V, V2, T, R, R2>(
         deferred_sorted.extend_from_slice(deferred);
         deferred_sorted.sort_unstable();
         deferred_sorted.dedup();
-        replay_key(
-            history,
-            batch,
-            output,
-            &scratch.deferred,
-            upper,
-            &mut scratch.replay,
-            &mut scratch.input_acc,
-            &mut scratch.output_acc,
-            &mut scratch.desired,
-            logic,
-            emit,
-            defer,
-        );
+        replay_key(visit, deferred_sorted, &mut scratch.replay, sums, hooks);
         return;
     }
-    history.append(batch);
-    let input = history;
+    let Visit {
+        history: input,
+        batch,
+        output,
+        upper,
+    } = visit;
+    input.append(batch);
     input.sort_unstable_by(|a, b| a.1.cmp(&b.1));
     output.sort_unstable_by(|a, b| a.1.cmp(&b.1));
     // Joins are maxima, so the closure adds the history times after the first new time:
@@ -172,44 +128,36 @@ pub(crate) fn reduce_key<'a, V, V2, T, R, R2>(
     times.retain(|time| {
         let later = upper.less_equal(time);
         if later {
-            defer(time);
+            (hooks.defer)(time);
         }
         !later
     });
 
     // One sweep: the accumulations only grow as the times advance. `output` stays sorted by
     // time: corrections are appended at the time being examined, after every earlier one.
-    scratch.input_acc.clear();
-    scratch.output_acc.clear();
+    let sums = &mut scratch.sums;
+    sums.clear();
     let (mut next_input, mut next_output) = (0, 0);
-    for index in 0..scratch.times.len() {
-        let time = scratch.times[index].clone();
-        while next_input < input.len() && input[next_input].1.less_equal(&time) {
-            scratch
-                .input_acc
+    for time in scratch.times.iter() {
+        while next_input < input.len() && input[next_input].1.less_equal(time) {
+            sums.input
                 .push((input[next_input].0, input[next_input].2.clone()));
             next_input += 1;
         }
-        while next_output < output.len() && output[next_output].1.less_equal(&time) {
-            scratch
-                .output_acc
+        while next_output < output.len() && output[next_output].1.less_equal(time) {
+            sums.output
                 .push((output[next_output].0.clone(), output[next_output].2.clone()));
             next_output += 1;
         }
-        consolidate_pairs(&mut scratch.input_acc);
-        consolidate_pairs(&mut scratch.output_acc);
+        consolidate_pairs(&mut sums.input);
+        consolidate_pairs(&mut sums.output);
 
-        scratch.desired.clear();
-        if !scratch.input_acc.is_empty() {
-            logic(&scratch.input_acc, &mut scratch.desired);
-            consolidate_pairs(&mut scratch.desired);
-        }
         let before = output.len();
-        corrections(&scratch.desired, &scratch.output_acc, |val, diff| {
+        sums.correct(&mut hooks.logic, |val, diff| {
             output.push((val, time.clone(), diff));
         });
         for (val, time, diff) in &output[before..] {
-            emit(val, time, diff);
+            (hooks.emit)(val, time, diff);
         }
     }
 }
@@ -309,17 +257,18 @@ mod tests {
             // interval; only the due ones are passed.
             let (due, mut later): (Vec<T>, Vec<T>) =
                 deferred.iter().cloned().partition(|t| !upper.less_equal(t));
-            reduce_key(
-                &mut history,
-                &mut batch,
-                &mut compacted_output,
-                &due,
-                upper.borrow(),
-                &mut scratch,
-                &mut |input, out| logic(input, out),
-                &mut |v, t, r| produced.push((*v, t.clone(), *r)),
-                &mut |t| later.push(t.clone()),
+            let visit = &mut Visit {
+                history: &mut history,
+                batch: &mut batch,
+                output: &mut compacted_output,
+                upper: upper.borrow(),
+            };
+            let hooks = &mut Hooks::new(
+                logic,
+                |v: &u64, t: &T, r: &i64| produced.push((*v, t.clone(), *r)),
+                |t: &T| later.push(t.clone()),
             );
+            reduce_key(visit, &due, &mut scratch, hooks);
             for (_, t, _) in &produced {
                 prop_assert!(
                     in_interval(t),

@@ -26,6 +26,7 @@ mod chain;
 mod key;
 mod replay;
 mod segments;
+mod visit;
 
 use crate::arrange::{build_batch, ship_as_updates, Arranged, HeldCapabilities};
 use crate::collection::{Collection, Output};
@@ -45,6 +46,7 @@ use timely::dataflow::channels::pact::Pipeline;
 use timely::dataflow::operators::generic::{Operator, OutputBuilderSession};
 use timely::dataflow::operators::CapabilitySet;
 use timely::dataflow::Stream;
+use visit::{Hooks, Visit};
 
 /// Output corrections are handed to the batcher in pieces of about this many updates, so a big
 /// interval's output is not held twice (once gathered, once in the batcher) and the gathering
@@ -333,17 +335,18 @@ where
                             new_hits.gather(probe, &mut new_updates, |v| v);
                             output_history.clear();
                             output_hits.gather(probe, &mut output_history, V2::into_owned);
-                            reduce_key(
-                                &mut input_history,
-                                &mut new_updates,
-                                &mut output_history,
-                                &key_times,
-                                upper.borrow(),
-                                &mut scratch,
-                                &mut |input, output| logic(key_ref, input, output),
-                                &mut |val, time, diff| produced.push(key, val, time, diff),
-                                &mut |time| later_times.push(time.clone()),
+                            let visit = &mut Visit {
+                                history: &mut input_history,
+                                batch: &mut new_updates,
+                                output: &mut output_history,
+                                upper: upper.borrow(),
+                            };
+                            let hooks = &mut Hooks::new(
+                                |input, output| logic(key_ref, input, output),
+                                |val, time, diff| produced.push(key, val, time, diff),
+                                |time| later_times.push(time.clone()),
                             );
+                            reduce_key(visit, &key_times, &mut scratch, hooks);
                             if later_times.len() > kept {
                                 later_times.sort_unstable();
                                 later_times.dedup();

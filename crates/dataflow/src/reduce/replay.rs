@@ -20,9 +20,10 @@
 //!   before the replay, so updates that cancel at their advanced time add no visit (and no
 //!   deferred time).
 
+use super::visit::{Hooks, Sums, Visit};
 use columnar::Ref;
-use ripple_updates::consolidate::{consolidate_pairs, consolidate_within_values, keep_or_add};
-use ripple_updates::{Abelian, AntichainRef, Data, Semigroup, Time};
+use ripple_updates::consolidate::{consolidate_within_values, keep_or_add};
+use ripple_updates::{Abelian, Data, Semigroup, Time};
 
 /// Buffers reused across keys.
 pub(crate) struct ReplayScratch<'a, V: Data, V2, T, R, R2> {
@@ -186,32 +187,25 @@ fn accumulate_passed<V: Clone + Eq, T: Time, R: Semigroup>(
     }
 }
 
-/// The corrections for one key: `history` is its input history through the interval's lower
-/// bound, `batch` its input updates inside the interval, `output` its output history (the
-/// histories in any order; all three are scratch, advanced and consolidated in place)
-/// and `times` the times deferred to this interval by earlier passes (sorted, distinct, none
-/// at or beyond `upper`). Corrections at times before `upper` go to `emit`; times at or beyond
-/// `upper` that will need examining go to `defer`.
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn replay_key<'a, V, V2, T, R, R2>(
-    history: &mut Vec<(Ref<'a, V>, T, R)>,
-    batch: &mut [(Ref<'a, V>, T, R)],
-    output: &mut Vec<(V2, T, R2)>,
+/// The corrections for one key's visit (its histories advanced and consolidated in place),
+/// `times` being the times deferred to this interval by earlier passes (sorted, distinct, none
+/// at or beyond `upper`). Corrections at times before `upper` go to the hooks' `emit`; times
+/// at or beyond `upper` that will need examining go to their `defer`.
+pub(crate) fn replay_key<'a, V, V2, T, R, R2, L, E, D>(
+    visit: &mut Visit<'_, 'a, V, V2, T, R, R2>,
     times: &[T],
-    upper: AntichainRef<'_, T>,
     scratch: &mut ReplayScratch<'a, V, V2, T, R, R2>,
-    input_acc: &mut Vec<(Ref<'a, V>, R)>,
-    output_acc: &mut Vec<(V2, R2)>,
-    desired: &mut Vec<(V2, R2)>,
-    logic: &mut impl FnMut(&[(Ref<'a, V>, R)], &mut Vec<(V2, R2)>),
-    emit: &mut impl FnMut(&V2, &T, &R2),
-    defer: &mut impl FnMut(&T),
+    sums: &mut Sums<'a, V, V2, R, R2>,
+    hooks: &mut Hooks<L, E, D>,
 ) where
     V: Data,
     V2: Data,
     T: Time,
     R: Semigroup,
     R2: Semigroup + Abelian,
+    L: FnMut(&[(Ref<'a, V>, R)], &mut Vec<(V2, R2)>),
+    E: FnMut(&V2, &T, &R2),
+    D: FnMut(&T),
 {
     let ReplayScratch {
         passed_input,
@@ -222,6 +216,13 @@ pub(crate) fn replay_key<'a, V, V2, T, R, R2>(
         joins,
         suffix_meets: [input_meets, batch_meets, output_meets, time_meets],
     } = scratch;
+    let Visit {
+        history,
+        batch,
+        output,
+        upper,
+    } = visit;
+    let upper = *upper;
     batch.sort_unstable_by(|a, b| a.1.cmp(&b.1));
     suffix_meets(batch, |u| &u.1, batch_meets);
     suffix_meets(times, |t| t, time_meets);
@@ -306,7 +307,7 @@ pub(crate) fn replay_key<'a, V, V2, T, R, R2>(
             let before = synthetic.len();
             for join in joins.drain(..) {
                 if upper.less_equal(&join) {
-                    defer(&join);
+                    (hooks.defer)(&join);
                 } else {
                     synthetic.push(join);
                 }
@@ -320,20 +321,15 @@ pub(crate) fn replay_key<'a, V, V2, T, R, R2>(
                 seeds.push(now.clone());
             }
             if interesting {
-                accumulate_passed(passed_input, &now, input_acc);
-                accumulate_passed(passed_output, &now, output_acc);
-                desired.clear();
-                if !input_acc.is_empty() {
-                    logic(input_acc, desired);
-                    consolidate_pairs(desired);
-                }
-                corrections(desired, output_acc, |val, diff| {
-                    emit(&val, &now, &diff);
+                accumulate_passed(passed_input, &now, &mut sums.input);
+                accumulate_passed(passed_output, &now, &mut sums.output);
+                sums.correct(&mut hooks.logic, |val, diff| {
+                    (hooks.emit)(&val, &now, &diff);
                     insert_passed(passed_output, (val, now.clone(), diff));
                 });
             }
         } else if interesting {
-            defer(&now);
+            (hooks.defer)(&now);
         }
 
         // Everything still to come is at least this meet.
@@ -361,49 +357,11 @@ pub(crate) fn replay_key<'a, V, V2, T, R, R2>(
     }
 }
 
-/// Calls `correct(value, diff)` for each value whose diff in `desired` differs from `current`
-/// (both consolidated, sorted by value), with `desired - current`.
-pub(crate) fn corrections<V2: Data, R2: Semigroup + Abelian>(
-    desired: &[(V2, R2)],
-    current: &[(V2, R2)],
-    mut correct: impl FnMut(V2, R2),
-) {
-    let (mut d, mut c) = (0, 0);
-    while d < desired.len() || c < current.len() {
-        let order = match (desired.get(d), current.get(c)) {
-            (Some(x), Some(y)) => x.0.cmp(&y.0),
-            (Some(_), None) => std::cmp::Ordering::Less,
-            (None, _) => std::cmp::Ordering::Greater,
-        };
-        match order {
-            std::cmp::Ordering::Less => {
-                correct(desired[d].0.clone(), desired[d].1.clone());
-                d += 1;
-            }
-            std::cmp::Ordering::Greater => {
-                let mut diff = current[c].1.clone();
-                diff.negate();
-                correct(current[c].0.clone(), diff);
-                c += 1;
-            }
-            std::cmp::Ordering::Equal => {
-                let mut diff = current[c].1.clone();
-                diff.negate();
-                diff.plus_equals(&desired[d].1);
-                if !diff.is_zero() {
-                    correct(desired[d].0.clone(), diff);
-                }
-                d += 1;
-                c += 1;
-            }
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use proptest::prelude::*;
+    use ripple_updates::consolidate::consolidate_pairs;
     use ripple_updates::consolidate::consolidate_triples;
     use ripple_updates::{Lattice, PartialOrder, Product};
 

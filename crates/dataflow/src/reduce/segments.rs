@@ -35,9 +35,8 @@
 //! whose updates do not cancel are deferred, as the full chain sweep defers them.
 
 use super::chain::{add_into, is_chain};
-use super::replay::corrections;
+use super::visit::{Hooks, Sums, Visit};
 use columnar::Ref;
-use ripple_updates::consolidate::consolidate_pairs;
 use ripple_updates::{Abelian, AntichainRef, Data, Semigroup, Time};
 use std::ops::Range;
 
@@ -214,9 +213,7 @@ impl<V: Data, V2, T, R, R2> Default for SegmentScratch<'_, V, V2, T, R, R2> {
 
 /// The running state of one key's sweep.
 struct Sweep<'s, 'a, V: Data, V2, T, R, R2> {
-    input_acc: &'s mut Vec<(Ref<'a, V>, R)>,
-    output_acc: &'s mut Vec<(V2, R2)>,
-    desired: &'s mut Vec<(V2, R2)>,
+    sums: &'s mut Sums<'a, V, V2, R, R2>,
     fixes_sum: &'s mut Vec<(V2, R2)>,
     fixes: &'s mut Vec<(V2, R2)>,
     emitted: &'s mut Vec<(V2, T, R2)>,
@@ -231,42 +228,28 @@ impl<'a, V: Data, V2: Data, T: Time, R: Semigroup, R2: Semigroup + Abelian>
         now: &T,
         logic: &mut impl FnMut(&[(Ref<'a, V>, R)], &mut Vec<(V2, R2)>),
     ) {
-        self.desired.clear();
-        if !self.input_acc.is_empty() {
-            logic(self.input_acc, self.desired);
-            consolidate_pairs(self.desired);
-        }
         self.fixes.clear();
         let fixes = &mut *self.fixes;
-        corrections(self.desired, self.output_acc, |val, diff| {
-            fixes.push((val, diff))
-        });
+        self.sums
+            .correct(logic, |val, diff| fixes.push((val, diff)));
         // Corrections at `now` hold at every later time of the sweep (a chain).
         for (val, diff) in self.fixes.drain(..) {
             self.emitted.push((val.clone(), now.clone(), diff.clone()));
             add_into(self.fixes_sum, val.clone(), &diff);
-            add_into(self.output_acc, val, &diff);
+            add_into(&mut self.sums.output, val, &diff);
         }
     }
 }
 
 /// As [`super::chain::chain_key`], for long histories; `due` are the key's deferred times due
 /// in this interval (among `times`, in any order).
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn segmented_key<'a, V, V2, T, R, R2>(
-    history: &mut [(Ref<'a, V>, T, R)],
-    batch: &mut [(Ref<'a, V>, T, R)],
-    output: &mut [(V2, T, R2)],
+pub(crate) fn segmented_key<'a, V, V2, T, R, R2, L, E, D>(
+    visit: &mut Visit<'_, 'a, V, V2, T, R, R2>,
     times: &[T],
     due: &[T],
-    upper: AntichainRef<'_, T>,
     scratch: &mut SegmentScratch<'a, V, V2, T, R, R2>,
-    input_acc: &mut Vec<(Ref<'a, V>, R)>,
-    output_acc: &mut Vec<(V2, R2)>,
-    desired: &mut Vec<(V2, R2)>,
-    logic: &mut impl FnMut(&[(Ref<'a, V>, R)], &mut Vec<(V2, R2)>),
-    emit: &mut impl FnMut(&V2, &T, &R2),
-    defer: &mut impl FnMut(&T),
+    sums: &mut Sums<'a, V, V2, R, R2>,
+    hooks: &mut Hooks<L, E, D>,
 ) -> bool
 where
     V: Data,
@@ -274,6 +257,9 @@ where
     T: Time,
     R: Semigroup,
     R2: Semigroup + Abelian,
+    L: FnMut(&[(Ref<'a, V>, R)], &mut Vec<(V2, R2)>),
+    E: FnMut(&V2, &T, &R2),
+    D: FnMut(&T),
 {
     let Some(first) = times.first() else {
         return true;
@@ -282,6 +268,13 @@ where
         return false;
     }
     debug_assert!(due.iter().all(|time| times.binary_search(time).is_ok()));
+    let Visit {
+        history,
+        batch,
+        output,
+        upper,
+    } = visit;
+    let upper = *upper;
     // Every time to examine is at or after `first`: joining keeps the accumulations there.
     for update in history.iter_mut() {
         update.1.join_assign(first);
@@ -308,15 +301,12 @@ where
     }
     batch.sort_by(|a, b| a.1.cmp(&b.1));
 
-    input_acc.clear();
-    output_acc.clear();
+    sums.clear();
     batch_sum.clear();
     fixes_sum.clear();
     emitted.clear();
     let mut sweep: Sweep<'_, 'a, V, V2, T, R, R2> = Sweep {
-        input_acc,
-        output_acc,
-        desired,
+        sums,
         fixes_sum,
         fixes,
         emitted,
@@ -327,18 +317,18 @@ where
     let first_due = due.iter().min();
     for (k, now) in times.iter().enumerate() {
         for (val, _, diff) in &input.updates[input.bucket(2 * k)] {
-            add_into(sweep.input_acc, *val, diff);
+            add_into(&mut sweep.sums.input, *val, diff);
         }
         while let Some((val, _, diff)) = batch.get(next_batch).filter(|u| u.1 == *now) {
-            add_into(sweep.input_acc, *val, diff);
+            add_into(&mut sweep.sums.input, *val, diff);
             add_into(batch_sum, *val, diff);
             next_batch += 1;
         }
         for (val, _, diff) in &outputs.updates[outputs.bucket(2 * k)] {
-            add_into(sweep.output_acc, val.clone(), diff);
+            add_into(&mut sweep.sums.output, val.clone(), diff);
         }
         let due_passed = first_due.is_some_and(|due| due <= now);
-        sweep.evaluate(now, logic);
+        sweep.evaluate(now, &mut hooks.logic);
 
         let (inside, outside) = (input.bucket(2 * k + 1), outputs.bucket(2 * k + 1));
         // After the evaluation at `tₖ`, cancelled new updates and no due time imply cancelled
@@ -347,10 +337,10 @@ where
         if batch_sum.is_empty() && sweep.fixes_sum.is_empty() && !due_passed {
             // Nothing new reaches this segment: its updates only enter the sums.
             for (val, _, diff) in &input.updates[inside] {
-                add_into(sweep.input_acc, *val, diff);
+                add_into(&mut sweep.sums.input, *val, diff);
             }
             for (val, _, diff) in &outputs.updates[outside] {
-                add_into(sweep.output_acc, val.clone(), diff);
+                add_into(&mut sweep.sums.output, val.clone(), diff);
             }
             continue;
         }
@@ -372,14 +362,14 @@ where
             }
             previous = Some(time);
             while let Some((val, _, diff)) = segment_in.get(next_in).filter(|u| u.1 == *time) {
-                add_into(sweep.input_acc, *val, diff);
+                add_into(&mut sweep.sums.input, *val, diff);
                 next_in += 1;
             }
             while let Some((val, _, diff)) = segment_out.get(next_out).filter(|u| u.1 == *time) {
-                add_into(sweep.output_acc, val.clone(), diff);
+                add_into(&mut sweep.sums.output, val.clone(), diff);
                 next_out += 1;
             }
-            sweep.evaluate(time, logic);
+            sweep.evaluate(time, &mut hooks.logic);
         }
     }
     debug_assert_eq!(next_batch, batch.len());
@@ -391,10 +381,10 @@ where
     deferred.sort_unstable();
     deferred.dedup();
     for (val, time, diff) in emitted.iter() {
-        emit(val, time, diff);
+        (hooks.emit)(val, time, diff);
     }
     for time in deferred.iter() {
-        defer(time);
+        (hooks.defer)(time);
     }
     true
 }
@@ -421,19 +411,24 @@ mod tests {
     /// for it as new updates, with nothing before and nothing deferred.
     fn consistent_output(history: &[(&u64, Time, i64)]) -> Emitted {
         let mut emitted = Vec::new();
+        let unbounded = Antichain::new();
+        let visit: &mut Visit<'_, '_, u64, u64, Time, i64, i64> = &mut Visit {
+            history: &mut Vec::new(),
+            batch: &mut history.to_vec(),
+            output: &mut Vec::new(),
+            upper: unbounded.borrow(),
+        };
+        let hooks = &mut Hooks::new(
+            least_positive,
+            |v: &u64, t: &Time, r: &i64| emitted.push((*v, *t, *r)),
+            |_: &Time| panic!("nothing is beyond an empty upper"),
+        );
         replay_key(
-            &mut Vec::new(),
-            &mut history.to_vec(),
-            &mut Vec::new(),
+            visit,
             &[],
-            Antichain::new().borrow(),
-            &mut ReplayScratch::<u64, u64, Time, i64, i64>::default(),
-            &mut Vec::new(),
-            &mut Vec::new(),
-            &mut Vec::new(),
-            &mut least_positive,
-            &mut |v: &u64, t: &Time, r: &i64| emitted.push((*v, *t, *r)),
-            &mut |_: &Time| panic!("nothing is beyond an empty upper"),
+            &mut ReplayScratch::default(),
+            &mut Sums::default(),
+            hooks,
         );
         emitted
     }
@@ -442,14 +437,14 @@ mod tests {
     /// the interval (earlier outer times, or earlier rounds of these), the new updates and the
     /// due times in the round, and `upper` lets the round's times in.
     #[derive(Debug, Clone)]
-    struct Visit {
+    struct Case {
         history: Vec<(u64, Time, i64)>,
         batch: Vec<(u64, Time, i64)>,
         due: Vec<Time>,
         upper: Antichain<Time>,
     }
 
-    fn visits() -> impl Strategy<Value = Visit> {
+    fn cases() -> impl Strategy<Value = Case> {
         (1u64..4, 2u64..20, 1u32..4).prop_flat_map(|(start, span, round)| {
             let end = start + span;
             let value = 0u64..4;
@@ -464,7 +459,7 @@ mod tests {
                 proptest::collection::vec((value, now.clone(), diff), 0..6),
                 proptest::collection::vec(now, 0..2),
             )
-                .prop_map(move |(history, batch, due)| Visit {
+                .prop_map(move |(history, batch, due)| Case {
                     history,
                     batch,
                     due,
@@ -479,67 +474,51 @@ mod tests {
     /// What a sweep made of a visit: accepted, consolidated corrections, deferred times.
     type Outcome = (bool, Emitted, Vec<Time>);
 
-    fn run(visit: &Visit, segmented: bool) -> Outcome {
+    fn run(case: &Case, segmented: bool) -> Outcome {
         let history: Vec<(&u64, Time, i64)> =
-            visit.history.iter().map(|(v, t, r)| (v, *t, *r)).collect();
+            case.history.iter().map(|(v, t, r)| (v, *t, *r)).collect();
         // The output trace holds what earlier intervals emitted: the consistent output before
         // the interval's lower bound. Where that leaves it wrong inside the interval, a due
         // time says so (as deferring does in the operator); beyond `upper`, later ones would.
         let lower = Antichain::from_iter(
-            visit
-                .upper
+            case.upper
                 .iter()
                 .map(|t| Product::new(t.outer, t.inner.saturating_sub(1))),
         );
-        let (mut output, mut due) = (Vec::new(), visit.due.clone());
+        let (mut output, mut due) = (Vec::new(), case.due.clone());
         for (v, t, r) in consistent_output(&history) {
             if !lower.less_equal(&t) {
                 output.push((v, t, r));
-            } else if !visit.upper.less_equal(&t) {
+            } else if !case.upper.less_equal(&t) {
                 due.push(t);
             }
         }
         let mut batch: Vec<(&u64, Time, i64)> =
-            visit.batch.iter().map(|(v, t, r)| (v, *t, *r)).collect();
+            case.batch.iter().map(|(v, t, r)| (v, *t, *r)).collect();
         due.sort_unstable();
         due.dedup();
         let mut times: Vec<Time> = batch.iter().map(|u| u.1).chain(due.clone()).collect();
         times.sort_unstable();
         times.dedup();
         let (mut emitted, mut deferred) = (Vec::new(), Vec::new());
-        let mut emit = |v: &u64, t: &Time, r: &i64| emitted.push((*v, *t, *r));
-        let mut defer = |t: &Time| deferred.push(*t);
+        let mut visit = Visit {
+            history: &mut history.clone(),
+            batch: &mut batch,
+            output: &mut output.clone(),
+            upper: case.upper.borrow(),
+        };
+        let mut hooks = Hooks::new(
+            least_positive,
+            |v: &u64, t: &Time, r: &i64| emitted.push((*v, *t, *r)),
+            |t: &Time| deferred.push(*t),
+        );
+        let sums = &mut Sums::default();
         let accepted = if segmented {
-            segmented_key(
-                &mut history.clone(),
-                &mut batch,
-                &mut output.clone(),
-                &times,
-                &due,
-                visit.upper.borrow(),
-                &mut SegmentScratch::<u64, u64, Time, i64, i64>::default(),
-                &mut Vec::new(),
-                &mut Vec::new(),
-                &mut Vec::new(),
-                &mut least_positive,
-                &mut emit,
-                &mut defer,
-            )
+            let scratch = &mut SegmentScratch::<u64, u64, Time, i64, i64>::default();
+            segmented_key(&mut visit, &times, &due, scratch, sums, &mut hooks)
         } else {
-            chain_key(
-                &mut history.clone(),
-                &mut batch,
-                &mut output.clone(),
-                &times,
-                visit.upper.borrow(),
-                &mut ChainScratch::<u64, u64, Time, i64, i64>::default(),
-                &mut Vec::new(),
-                &mut Vec::new(),
-                &mut Vec::new(),
-                &mut least_positive,
-                &mut emit,
-                &mut defer,
-            )
+            let scratch = &mut ChainScratch::<u64, u64, Time, i64, i64>::default();
+            chain_key(&mut visit, &times, scratch, sums, &mut hooks)
         };
         consolidate_triples(&mut emitted);
         deferred.sort_unstable();
@@ -554,9 +533,9 @@ mod tests {
         /// replay), although it visits only the segments that new updates, corrections or
         /// deferred times reach.
         #[test]
-        fn segments_match_the_full_sweep(visit in visits()) {
-            let segmented = run(&visit, true);
-            let full = run(&visit, false);
+        fn segments_match_the_full_sweep(case in cases()) {
+            let segmented = run(&case, true);
+            let full = run(&case, false);
             prop_assert!(full.0, "the full sweep refused a chain");
             prop_assert_eq!(segmented, full);
         }
@@ -567,28 +546,28 @@ mod tests {
     /// update outside its segment's bounds.
     #[test]
     fn other_shapes_are_refused() {
-        let visit = Visit {
+        let case = Case {
             history: vec![(1, Product::new(0, 0), 1)],
             batch: vec![(2, Product::new(5, 1), 1), (3, Product::new(3, 2), 1)],
             due: Vec::new(),
             upper: Antichain::from_elem(Product::new(100, 100)),
         };
-        assert_eq!(run(&visit, true), (false, Vec::new(), Vec::new()));
+        assert_eq!(run(&case, true), (false, Vec::new(), Vec::new()));
         // A segment to sweep whose times are not a chain: (5, 3) and (6, 1).
-        let visit = Visit {
+        let case = Case {
             history: vec![(1, Product::new(6, 1), 1), (2, Product::new(5, 3), 1)],
             batch: vec![(0, Product::new(5, 1), 1)],
             due: Vec::new(),
             upper: Antichain::from_elem(Product::new(100, 100)),
         };
-        assert_eq!(run(&visit, true), (false, Vec::new(), Vec::new()));
+        assert_eq!(run(&case, true), (false, Vec::new(), Vec::new()));
         // An update between two new times in the sort order but not before the later one.
-        let visit = Visit {
+        let case = Case {
             history: vec![(1, Product::new(5, 3), 1)],
             batch: vec![(0, Product::new(2, 1), 1), (0, Product::new(8, 1), -1)],
             due: Vec::new(),
             upper: Antichain::from_elem(Product::new(100, 100)),
         };
-        assert_eq!(run(&visit, true), (false, Vec::new(), Vec::new()));
+        assert_eq!(run(&case, true), (false, Vec::new(), Vec::new()));
     }
 }
