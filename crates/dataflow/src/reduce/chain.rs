@@ -134,13 +134,7 @@ where
     if !is_chain(times) {
         return false;
     }
-    let Visit {
-        history,
-        batch,
-        output,
-        upper,
-    } = visit;
-    let upper = *upper;
+    let (history, batch, output, upper) = visit.parts();
     debug_assert!(times.iter().all(|time| !upper.less_equal(time)));
     let ChainScratch {
         input,

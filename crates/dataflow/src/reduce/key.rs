@@ -102,12 +102,7 @@ pub(crate) fn reduce_key<'a, V, V2, T, R, R2, L, E, D>(
         replay_key(visit, deferred_sorted, &mut scratch.replay, sums, hooks);
         return;
     }
-    let Visit {
-        history: input,
-        batch,
-        output,
-        upper,
-    } = visit;
+    let (input, batch, output, upper) = visit.parts();
     input.append(batch);
     input.sort_unstable_by(|a, b| a.1.cmp(&b.1));
     output.sort_unstable_by(|a, b| a.1.cmp(&b.1));

@@ -216,13 +216,7 @@ pub(crate) fn replay_key<'a, V, V2, T, R, R2, L, E, D>(
         joins,
         suffix_meets: [input_meets, batch_meets, output_meets, time_meets],
     } = scratch;
-    let Visit {
-        history,
-        batch,
-        output,
-        upper,
-    } = visit;
-    let upper = *upper;
+    let (history, batch, output, upper) = visit.parts();
     batch.sort_unstable_by(|a, b| a.1.cmp(&b.1));
     suffix_meets(batch, |u| &u.1, batch_meets);
     suffix_meets(times, |t| t, time_meets);

@@ -268,13 +268,7 @@ where
         return false;
     }
     debug_assert!(due.iter().all(|time| times.binary_search(time).is_ok()));
-    let Visit {
-        history,
-        batch,
-        output,
-        upper,
-    } = visit;
-    let upper = *upper;
+    let (history, batch, output, upper) = visit.parts();
     // Every time to examine is at or after `first`: joining keeps the accumulations there.
     for update in history.iter_mut() {
         update.1.join_assign(first);

@@ -21,6 +21,20 @@ pub(crate) struct Visit<'v, 'a, V: Data, V2, T, R, R2> {
     pub upper: AntichainRef<'v, T>,
 }
 
+/// A visit taken apart: input history, new updates, output history, `upper`.
+type Parts<'p, 'v, 'a, V, V2, T, R, R2> = (
+    &'p mut Vec<(Ref<'a, V>, T, R)>,
+    &'p mut Vec<(Ref<'a, V>, T, R)>,
+    &'p mut Vec<(V2, T, R2)>,
+    AntichainRef<'v, T>,
+);
+
+impl<'v, 'a, V: Data, V2, T, R, R2> Visit<'v, 'a, V, V2, T, R, R2> {
+    pub(crate) fn parts(&mut self) -> Parts<'_, 'v, 'a, V, V2, T, R, R2> {
+        (self.history, self.batch, self.output, self.upper)
+    }
+}
+
 /// Where a visit's results go.
 pub(crate) struct Hooks<L, E, D> {
     /// The reduction: pushes a key's output `(value, diff)` pairs for its accumulated input
