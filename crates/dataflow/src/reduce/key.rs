@@ -18,7 +18,7 @@
 
 use super::chain::{chain_key, ChainScratch};
 use super::replay::{replay_key, ReplayScratch};
-use super::segments::{segmented_key, SegmentScratch, SEGMENTED_MIN};
+use super::segments::{segmented_key, segments_pay, SegmentScratch};
 use super::visit::{Hooks, Sums, Visit};
 use columnar::Ref;
 use ripple_updates::consolidate::consolidate_pairs;
@@ -86,7 +86,8 @@ pub(crate) fn reduce_key<'a, V, V2, T, R, R2, L, E, D>(
         // Usually the times to examine still form a chain (see `super::chain`); long
         // histories sort only the stretches that can change (`super::segments`).
         let (times, sums) = (&scratch.times, &mut scratch.sums);
-        let swept = if visit.history.len() + visit.output.len() >= SEGMENTED_MIN {
+        let long = visit.history.len() + visit.output.len();
+        let swept = if segments_pay(long, times.len()) {
             segmented_key(visit, times, deferred, &mut scratch.segments, sums, hooks)
         } else {
             chain_key(visit, times, &mut scratch.chain, sums, hooks)

@@ -40,14 +40,26 @@ use columnar::Ref;
 use ripple_updates::{Abelian, AntichainRef, Data, Semigroup, Time};
 use std::ops::Range;
 
-/// Histories (input and output together) at least this long take the segmented sweep (in this
-/// crate's unit tests every non-empty history does, so the interval-by-interval checks of
-/// `reduce_key` run it, while the full sweep keeps its own tests and the integration tests).
-/// Shorter ones shrink a lot when consolidated (bfs on 1k/2k at 1,000 updates per step: from
-/// 24 input updates to 8), which the full sweep's sort does and this sweep does not: there, a
-/// bound of 64 ran 2.5% slower than the full sweep alone and 128 within noise of it (medians
-/// of 5); at 10,000 per step either bound takes 13% or more off the time, and 17% at 100,000.
-pub(crate) const SEGMENTED_MIN: usize = if cfg!(test) { 1 } else { 128 };
+/// Whether a key's visit takes the segmented sweep: when its histories (input and output
+/// together, `long` updates) hold 128 updates or more, or 64 or more and the key has 4 new
+/// times or more. (In this crate's unit tests every non-empty history does, so the
+/// interval-by-interval checks of `reduce_key` run it, while the full sweep keeps its own tests
+/// and the integration tests.)
+///
+/// Shorter histories shrink a lot when consolidated (bfs on 1k/2k at 1,000 updates per step:
+/// from 24 input updates to 8), which the full sweep's sort does and this sweep does not:
+/// there, taking every history of 64 updates or more ran 2.5% slower than the full sweep alone
+/// and 128 within noise of it (medians of 5); at 10,000 per step either bound takes 13% or more
+/// off the time, and 17% at 100,000. What tells the two apart at 64 to 128 updates is the
+/// number of new times, which make the segments to skip: few at 1,000 per step, more at
+/// 10,000. With the second condition, 10,000 per step took 2.5% less time than with 128 alone
+/// and 1,000 per step the same (medians of 3).
+pub(crate) fn segments_pay(long: usize, new_times: usize) -> bool {
+    if cfg!(test) {
+        return long > 0;
+    }
+    long >= 128 || (long >= 64 && new_times >= 4)
+}
 
 /// One side's updates (input or output history) grouped by segment.
 struct Buckets<W, T, R> {
