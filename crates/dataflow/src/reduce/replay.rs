@@ -22,7 +22,7 @@
 
 use super::visit::{Hooks, Sums, Visit};
 use columnar::Ref;
-use ripple_updates::consolidate::{consolidate_within_values, keep_or_add};
+use ripple_updates::consolidate::consolidate_within_values;
 use ripple_updates::{Abelian, Data, Semigroup, Time};
 
 /// Buffers reused across keys.
@@ -125,7 +125,7 @@ fn consolidate_values_then_sort<V: Ord, T: Time, R: Semigroup>(updates: &mut Vec
 
 /// Joins every time of a key's history with `meet` (a time every time still to be examined
 /// is at or after), then consolidates and sorts by time ([`consolidate_values_then_sort`]).
-pub(crate) fn advance_then_consolidate<V: Ord, T: Time, R: Semigroup>(
+pub(crate) fn advance_then_consolidate<V: Ord + Clone, T: Time, R: Semigroup>(
     updates: &mut Vec<(V, T, R)>,
     meet: &T,
 ) {
@@ -136,19 +136,37 @@ pub(crate) fn advance_then_consolidate<V: Ord, T: Time, R: Semigroup>(
         consolidate_values_then_sort(updates);
         return;
     }
-    // Each batch's updates come sorted by value, then time, so joining makes a value's
-    // colliding times neighbours: they are added up as they are joined, and the sorts that
-    // follow see fewer updates.
-    let mut kept = 0;
+    join_and_add_neighbours(updates, meet);
+    consolidate_values_then_sort(updates);
+}
+
+/// Joins every time of a history with `meet`, adding up neighbours that become equal (same
+/// value and time) as it goes and dropping zero sums. Each batch's updates come sorted by value,
+/// then time, so joining makes a value's colliding times neighbours (in an iteration, the
+/// updates of one outer time at the rounds before the meet's), and what follows sees fewer
+/// updates.
+pub(crate) fn join_and_add_neighbours<V: Eq + Clone, T: Time, R: Semigroup>(
+    updates: &mut Vec<(V, T, R)>,
+    meet: &T,
+) {
+    let mut kept: usize = 0;
     for index in 0..updates.len() {
-        updates[index].1.join_assign(meet);
-        let collides = kept > 0
-            && updates[kept - 1].1 == updates[index].1
-            && updates[kept - 1].0 == updates[index].0;
-        keep_or_add(updates, &mut kept, index, collides);
+        let mut update = updates[index].clone();
+        update.1.join_assign(meet);
+        match kept.checked_sub(1).map(|last| &mut updates[last]) {
+            Some(last) if last.1 == update.1 && last.0 == update.0 => {
+                last.2.plus_equals(&update.2);
+                if last.2.is_zero() {
+                    kept -= 1;
+                }
+            }
+            _ => {
+                updates[kept] = update;
+                kept += 1;
+            }
+        }
     }
     updates.truncate(kept);
-    consolidate_values_then_sort(updates);
 }
 
 /// Histories at least this long add up neighbours that joining makes equal before sorting.

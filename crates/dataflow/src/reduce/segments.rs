@@ -35,6 +35,7 @@
 //! whose updates do not cancel are deferred, as the full chain sweep defers them.
 
 use super::chain::{add_into, is_chain};
+use super::replay::join_and_add_neighbours;
 use super::visit::{Hooks, Sums, Visit};
 use columnar::Ref;
 use ripple_updates::{Abelian, AntichainRef, Data, Semigroup, Time};
@@ -298,12 +299,8 @@ where
     debug_assert!(due.iter().all(|time| times.binary_search(time).is_ok()));
     let (history, batch, output, upper) = visit.parts();
     // Every time to examine is at or after `first`: joining keeps the accumulations there.
-    for update in history.iter_mut() {
-        update.1.join_assign(first);
-    }
-    for update in output.iter_mut() {
-        update.1.join_assign(first);
-    }
+    join_and_add_neighbours(history, first);
+    join_and_add_neighbours(output, first);
     let SegmentScratch {
         input,
         output: outputs,
