@@ -29,10 +29,14 @@
 //! (`tₖ <= h <= tₖ₊₁` in the partial order), which makes the new times' joins with the
 //! history the segments' own times, and a swept segment's times must form a chain. Otherwise
 //! nothing is emitted or deferred (corrections are held until the end) and the replay takes
-//! the key. Histories are not consolidated before the sweep (no sort to make cancelling
-//! updates meet): updates that cancel enter the sums and leave them unchanged, costing only a
-//! visit in a swept segment. Updates at or beyond `upper` are consolidated, so that only times
-//! whose updates do not cancel are deferred, as the full chain sweep defers them.
+//! the key. Histories are not sorted before the sweep, only joined with `t₀`, which adds up
+//! the neighbours it makes equal (a batch's updates of one value and outer time at earlier
+//! rounds: in bfs on 1k/2k at 10,000 per step, half the bucketed updates and most of those
+//! beyond `upper`). Other updates that cancel enter the sums and leave them unchanged, costing
+//! only a visit in a swept segment; in the sums, a bucket's neighbours of equal value are
+//! added up before the search for their place. Updates at or beyond `upper` are consolidated,
+//! so that only times whose updates do not cancel are deferred, as the full chain sweep defers
+//! them.
 
 use super::chain::{add_into, is_chain};
 use super::replay::join_and_add_neighbours;
