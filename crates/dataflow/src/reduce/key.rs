@@ -85,12 +85,19 @@ pub(crate) fn reduce_key<'a, V, V2, T, R, R2, L, E, D>(
     if partial {
         // Usually the times to examine still form a chain (see `super::chain`); long
         // histories sort only the stretches that can change (`super::segments`).
-        let (times, sums) = (&scratch.times, &mut scratch.sums);
-        let long = visit.history.len() + visit.output.len();
-        let swept = if segments_pay(long, times.len()) {
-            segmented_key(visit, times, deferred, &mut scratch.segments, sums, hooks)
+        let (new_times, sums) = (&scratch.times, &mut scratch.sums);
+        let history_len = visit.history.len() + visit.output.len();
+        let swept = if segments_pay(history_len, new_times.len()) {
+            segmented_key(
+                visit,
+                new_times,
+                deferred,
+                &mut scratch.segments,
+                sums,
+                hooks,
+            )
         } else {
-            chain_key(visit, times, &mut scratch.chain, sums, hooks)
+            chain_key(visit, new_times, &mut scratch.chain, sums, hooks)
         };
         if swept {
             return;

@@ -123,6 +123,15 @@ fn consolidate_values_then_sort<V: Ord, T: Time, R: Semigroup>(updates: &mut Vec
     updates.sort_by(|a, b| a.1.cmp(&b.1));
 }
 
+/// Histories at least this long add up neighbours that joining makes equal before sorting.
+/// In bfs on 1k/2k at 1,000 updates per step a visit's input history shrinks from 23 updates
+/// to 10 once consolidated; adding up neighbours first took 4% off the instructions and 5.5%
+/// off the time there (medians of 5 paired runs), and 7% off the time at 10,000 per step
+/// (medians of 4); at 1 to 100 and at 100,000 per step it is within noise. Shorter histories,
+/// as on bigger graphs, rarely collide, and the comparisons would only add cost (0.4% more
+/// instructions on a 100k/1m graph at 10,000 per step without this bound, 0.1% with it).
+const ADD_AS_JOINED_MIN: usize = 8;
+
 /// Joins every time of a key's history with `meet` (a time every time still to be examined
 /// is at or after), then consolidates and sorts by time ([`consolidate_values_then_sort`]).
 pub(crate) fn advance_then_consolidate<V: Ord + Clone, T: Time, R: Semigroup>(
@@ -168,15 +177,6 @@ pub(crate) fn join_and_add_neighbours<V: Eq + Clone, T: Time, R: Semigroup>(
     }
     updates.truncate(kept);
 }
-
-/// Histories at least this long add up neighbours that joining makes equal before sorting.
-/// In bfs on 1k/2k at 1,000 updates per step a visit's input history shrinks from 23 updates
-/// to 10 once consolidated; adding up neighbours first took 4% off the instructions and 5.5%
-/// off the time there (medians of 5 paired runs), and 7% off the time at 10,000 per step
-/// (medians of 4); at 1 to 100 and at 100,000 per step it is within noise. Shorter histories,
-/// as on bigger graphs, rarely collide, and the comparisons would only add cost (0.4% more
-/// instructions on a 100k/1m graph at 10,000 per step without this bound, 0.1% with it).
-const ADD_AS_JOINED_MIN: usize = 8;
 
 /// The accumulation at `now` of `passed` (sorted by `(value, time)`): per value, the sum of
 /// the diffs at times `<= now`, sorted by value, zero sums left out. No sorting needed.

@@ -33,8 +33,9 @@
 //! the neighbours it makes equal (a batch's updates of one value and outer time at earlier
 //! rounds: in bfs on 1k/2k at 10,000 per step, half the bucketed updates and most of those
 //! beyond `upper`). Other updates that cancel enter the sums and leave them unchanged, costing
-//! only a visit in a swept segment; in the sums, a bucket's neighbours of equal value are
-//! added up before the search for their place. Updates at or beyond `upper` are consolidated,
+//! only a visit in a swept segment; the updates of a new time's bucket and of a skipped
+//! segment enter the sums together, so there neighbours of equal value are added up before the
+//! search for their place. Updates at or beyond `upper` are consolidated,
 //! so that only times whose updates do not cancel are deferred, as the full chain sweep defers
 //! them.
 
@@ -45,25 +46,32 @@ use columnar::Ref;
 use ripple_updates::{Abelian, AntichainRef, Data, Semigroup, Time};
 use std::ops::Range;
 
-/// Whether a key's visit takes the segmented sweep: when its histories (input and output
-/// together, `long` updates) hold 128 updates or more, or 64 or more and the key has 4 new
-/// times or more. (In this crate's unit tests every non-empty history does, so the
-/// interval-by-interval checks of `reduce_key` run it, while the full sweep keeps its own tests
-/// and the integration tests.)
+/// Whether a key's visit takes the segmented sweep ([`segments_pay_at`]); in this crate's unit
+/// tests every non-empty history does, so the interval-by-interval checks of `reduce_key` run
+/// it, while the full sweep keeps its own tests and the integration tests.
+pub(crate) fn segments_pay(history_len: usize, new_times: usize) -> bool {
+    if cfg!(test) {
+        return history_len > 0;
+    }
+    segments_pay_at(history_len, new_times)
+}
+
+/// Whether histories (input and output together) of `history_len` updates with `new_times` new
+/// times take the segmented sweep: at 128 updates or more, or at 64 or more with 4 new times
+/// or more.
 ///
 /// Shorter histories shrink a lot when consolidated (bfs on 1k/2k at 1,000 updates per step:
-/// from 24 input updates to 8), which the full sweep's sort does and this sweep does not:
-/// there, taking every history of 64 updates or more ran 2.5% slower than the full sweep alone
-/// and 128 within noise of it (medians of 5); at 10,000 per step either bound takes 13% or more
-/// off the time, and 17% at 100,000. What tells the two apart at 64 to 128 updates is the
-/// number of new times, which make the segments to skip: few at 1,000 per step, more at
-/// 10,000. With the second condition, 10,000 per step took 2.5% less time than with 128 alone
-/// and 1,000 per step the same (medians of 3).
-pub(crate) fn segments_pay(long: usize, new_times: usize) -> bool {
-    if cfg!(test) {
-        return long > 0;
-    }
-    long >= 128 || (long >= 64 && new_times >= 4)
+/// from 24 input updates to 8), which the full sweep's sort does and this sweep does only in
+/// part (it adds up the neighbours that joining makes equal): there, taking every history of
+/// 64 updates or more ran 2.5% slower than the full sweep alone and 128 within noise of it
+/// (medians of 5); at 10,000 per step either bound takes 13% or more off the time, and 17% at
+/// 100,000. What tells the two apart at 64 to 128 updates is the number of new times, which
+/// make the segments to skip: few at 1,000 per step, more at 10,000. With the second
+/// condition, 10,000 per step took 2.7% less time than with 128 alone (medians of 6) and 1,000
+/// per step the same (medians of 4). Once the sweep added up neighbours, bounds of 32 or 16
+/// updates and 2 or 8 new times measured within noise of these at 1,000 and 10,000 per step.
+fn segments_pay_at(history_len: usize, new_times: usize) -> bool {
+    history_len >= 128 || (history_len >= 64 && new_times >= 4)
 }
 
 /// One side's updates (input or output history) grouped by segment.
@@ -275,7 +283,9 @@ impl<'a, V: Data, V2: Data, T: Time, R: Semigroup, R2: Semigroup + Abelian>
 }
 
 /// As [`super::chain::chain_key`], for long histories; `due` are the key's deferred times due
-/// in this interval (among `times`, in any order).
+/// in this interval (among `times`, in any order). The histories are left joined with the
+/// least new time, the neighbours that joining makes equal added up (zero sums dropped), in
+/// their order otherwise: neither sorted nor fully consolidated.
 pub(crate) fn segmented_key<'a, V, V2, T, R, R2, L, E, D>(
     visit: &mut Visit<'_, 'a, V, V2, T, R, R2>,
     times: &[T],
@@ -543,6 +553,15 @@ mod tests {
         (accepted, emitted, deferred)
     }
 
+    #[test]
+    fn long_histories_or_many_new_times_take_segments() {
+        assert!(!segments_pay_at(127, 3));
+        assert!(segments_pay_at(128, 1));
+        assert!(!segments_pay_at(63, 100));
+        assert!(segments_pay_at(64, 4));
+        assert!(!segments_pay_at(100, 3));
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(512))]
 
@@ -587,5 +606,85 @@ mod tests {
             upper: Antichain::from_elem(Product::new(100, 100)),
         };
         assert_eq!(run(&case, true), (false, Vec::new(), Vec::new()));
+    }
+
+    /// A refusal found after joining (an update outside its segment's bounds) hands the replay
+    /// histories it treats as it treats the fresh ones: the same corrections and deferred times,
+    /// although joining has added up (and here cancelled) two of the updates.
+    #[test]
+    fn the_replay_takes_a_refused_key_as_it_came() {
+        let p = Product::new;
+        let (three, four, five, seven) = (3u64, 4u64, 5u64, 7u64);
+        // Seven's updates both join to (2, 1), with opposite diffs; three's, at (2, 5), lies
+        // between the new times (2, 1) and (5, 1) in the sort order but not before (5, 1).
+        let history = vec![
+            (&seven, p(2, 0), 1),
+            (&seven, p(2, 1), -1),
+            (&three, p(2, 5), 1),
+        ];
+        let batch = vec![(&four, p(2, 1), 1), (&five, p(5, 1), 1)];
+        let output: Emitted = vec![(4, p(2, 3), 1)];
+        let upper = Antichain::from_elem(p(10, 0));
+        type Updates<'a> = Vec<(&'a u64, Time, i64)>;
+        fn replay<'a>(
+            mut history: Updates<'a>,
+            mut batch: Updates<'a>,
+            mut output: Emitted,
+            upper: &Antichain<Time>,
+        ) -> (Emitted, Vec<Time>) {
+            let (mut emitted, mut deferred) = (Vec::new(), Vec::new());
+            let visit: &mut Visit<'_, '_, u64, u64, Time, i64, i64> = &mut Visit {
+                history: &mut history,
+                batch: &mut batch,
+                output: &mut output,
+                upper: upper.borrow(),
+            };
+            let hooks = &mut Hooks::new(
+                least_positive,
+                |v: &u64, t: &Time, r: &i64| emitted.push((*v, *t, *r)),
+                |t: &Time| deferred.push(*t),
+            );
+            replay_key(
+                visit,
+                &[],
+                &mut ReplayScratch::default(),
+                &mut Sums::default(),
+                hooks,
+            );
+            consolidate_triples(&mut emitted);
+            deferred.sort_unstable();
+            (emitted, deferred)
+        }
+        let fresh = replay(history.clone(), batch.clone(), output.clone(), &upper);
+        assert!(!fresh.0.is_empty(), "the case should need corrections");
+
+        let (mut joined, mut refused_batch, mut refused_output) = (history, batch, output);
+        let visit: &mut Visit<'_, '_, u64, u64, Time, i64, i64> = &mut Visit {
+            history: &mut joined,
+            batch: &mut refused_batch,
+            output: &mut refused_output,
+            upper: upper.borrow(),
+        };
+        let hooks = &mut Hooks::new(
+            least_positive,
+            |_: &u64, _: &Time, _: &i64| panic!("a refused key emits nothing"),
+            |_: &Time| panic!("a refused key defers nothing"),
+        );
+        let times = [p(2, 1), p(5, 1)];
+        let scratch = &mut SegmentScratch::default();
+        assert!(!segmented_key(
+            visit,
+            &times,
+            &[],
+            scratch,
+            &mut Sums::default(),
+            hooks
+        ));
+        assert_eq!(
+            joined,
+            vec![(&three, p(2, 5), 1)],
+            "joined, seven's updates cancelled"
+        );
+        assert_eq!(replay(joined, refused_batch, refused_output, &upper), fresh);
     }
 }

@@ -8,7 +8,9 @@ use ripple_updates::consolidate::consolidate_pairs;
 use ripple_updates::{Abelian, AntichainRef, Data, Semigroup};
 
 /// One key's histories for an interval `[lower, upper)`. The sweeps may reorder, advance and
-/// consolidate all three lists in place; their contents are unspecified afterwards.
+/// consolidate all three lists in place. A sweep that refuses the key and hands it to the
+/// replay must leave every accumulation at or after the least new time as it was (joining with
+/// that time and adding up equal updates do); otherwise the contents are unspecified afterwards.
 pub(crate) struct Visit<'v, 'a, V: Data, V2, T, R, R2> {
     /// The input history through the interval's lower bound, in any order (the operator reads
     /// it batch by batch).
