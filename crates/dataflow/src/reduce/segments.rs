@@ -435,29 +435,40 @@ mod tests {
         }
     }
 
-    /// The output history that agrees with `history` at every time: the replay's corrections
-    /// for it as new updates, with nothing before and nothing deferred.
-    fn consistent_output(history: &[(&u64, Time, i64)]) -> Emitted {
-        let mut emitted = Vec::new();
-        let unbounded = Antichain::new();
+    type Updates<'a> = Vec<(&'a u64, Time, i64)>;
+
+    /// The replay's consolidated corrections and sorted deferred times for a visit.
+    fn replayed<'a>(
+        mut history: Updates<'a>,
+        mut batch: Updates<'a>,
+        mut output: Emitted,
+        upper: &Antichain<Time>,
+    ) -> (Emitted, Vec<Time>) {
+        let (mut emitted, mut deferred) = (Vec::new(), Vec::new());
         let visit: &mut Visit<'_, '_, u64, u64, Time, i64, i64> = &mut Visit {
-            history: &mut Vec::new(),
-            batch: &mut history.to_vec(),
-            output: &mut Vec::new(),
-            upper: unbounded.borrow(),
+            history: &mut history,
+            batch: &mut batch,
+            output: &mut output,
+            upper: upper.borrow(),
         };
         let hooks = &mut Hooks::new(
             least_positive,
             |v: &u64, t: &Time, r: &i64| emitted.push((*v, *t, *r)),
-            |_: &Time| panic!("nothing is beyond an empty upper"),
+            |t: &Time| deferred.push(*t),
         );
-        replay_key(
-            visit,
-            &[],
-            &mut ReplayScratch::default(),
-            &mut Sums::default(),
-            hooks,
-        );
+        let (scratch, sums) = (&mut ReplayScratch::default(), &mut Sums::default());
+        replay_key(visit, &[], scratch, sums, hooks);
+        consolidate_triples(&mut emitted);
+        deferred.sort_unstable();
+        (emitted, deferred)
+    }
+
+    /// The output history that agrees with `history` at every time: the replay's corrections
+    /// for it as new updates, with nothing before and nothing deferred.
+    fn consistent_output(history: &[(&u64, Time, i64)]) -> Emitted {
+        let unbounded = Antichain::new();
+        let (emitted, deferred) = replayed(Vec::new(), history.to_vec(), Vec::new(), &unbounded);
+        assert!(deferred.is_empty(), "nothing is beyond an empty upper");
         emitted
     }
 
@@ -625,37 +636,7 @@ mod tests {
         let batch = vec![(&four, p(2, 1), 1), (&five, p(5, 1), 1)];
         let output: Emitted = vec![(4, p(2, 3), 1)];
         let upper = Antichain::from_elem(p(10, 0));
-        type Updates<'a> = Vec<(&'a u64, Time, i64)>;
-        fn replay<'a>(
-            mut history: Updates<'a>,
-            mut batch: Updates<'a>,
-            mut output: Emitted,
-            upper: &Antichain<Time>,
-        ) -> (Emitted, Vec<Time>) {
-            let (mut emitted, mut deferred) = (Vec::new(), Vec::new());
-            let visit: &mut Visit<'_, '_, u64, u64, Time, i64, i64> = &mut Visit {
-                history: &mut history,
-                batch: &mut batch,
-                output: &mut output,
-                upper: upper.borrow(),
-            };
-            let hooks = &mut Hooks::new(
-                least_positive,
-                |v: &u64, t: &Time, r: &i64| emitted.push((*v, *t, *r)),
-                |t: &Time| deferred.push(*t),
-            );
-            replay_key(
-                visit,
-                &[],
-                &mut ReplayScratch::default(),
-                &mut Sums::default(),
-                hooks,
-            );
-            consolidate_triples(&mut emitted);
-            deferred.sort_unstable();
-            (emitted, deferred)
-        }
-        let fresh = replay(history.clone(), batch.clone(), output.clone(), &upper);
+        let fresh = replayed(history.clone(), batch.clone(), output.clone(), &upper);
         assert!(!fresh.0.is_empty(), "the case should need corrections");
 
         let (mut joined, mut refused_batch, mut refused_output) = (history, batch, output);
@@ -685,6 +666,7 @@ mod tests {
             vec![(&three, p(2, 5), 1)],
             "joined, seven's updates cancelled"
         );
-        assert_eq!(replay(joined, refused_batch, refused_output, &upper), fresh);
+        let after = replayed(joined, refused_batch, refused_output, &upper);
+        assert_eq!(after, fresh);
     }
 }
