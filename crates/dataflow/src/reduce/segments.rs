@@ -43,6 +43,7 @@ use super::chain::{add_into, is_chain};
 use super::replay::join_and_add_neighbours;
 use super::visit::{Hooks, Sums, Visit};
 use columnar::Ref;
+use ripple_updates::consolidate::consolidate_within_values;
 use ripple_updates::{Abelian, AntichainRef, Data, Semigroup, Time};
 use std::ops::Range;
 
@@ -195,26 +196,15 @@ fn add_all<W: Ord + Clone, T, R: Semigroup>(acc: &mut Vec<(W, R)>, updates: &[(W
 }
 
 /// Appends to `times` the times of `updates` whose updates there do not cancel (`updates` is
-/// scratch). They come as runs sorted by value (one per batch read), which a stable sort by
-/// value, then time, merges.
-fn surviving_times<W: Ord, T: Time, R: Semigroup>(updates: &mut [(W, T, R)], times: &mut Vec<T>) {
+/// scratch, left consolidated). They come as runs sorted by value (one per batch read), which a
+/// stable sort by value, then time, merges.
+fn surviving_times<W: Ord, T: Time, R: Semigroup>(
+    updates: &mut Vec<(W, T, R)>,
+    times: &mut Vec<T>,
+) {
     updates.sort_by(|a, b| (&a.0, &a.1).cmp(&(&b.0, &b.1)));
-    let mut index = 0;
-    while index < updates.len() {
-        let mut sum = updates[index].2.clone();
-        let mut end = index + 1;
-        while end < updates.len()
-            && updates[end].0 == updates[index].0
-            && updates[end].1 == updates[index].1
-        {
-            sum.plus_equals(&updates[end].2);
-            end += 1;
-        }
-        if !sum.is_zero() {
-            times.push(updates[index].1.clone());
-        }
-        index = end;
-    }
+    consolidate_within_values(updates);
+    times.extend(updates.iter().map(|update| update.1.clone()));
 }
 
 /// Buffers reused across keys.
