@@ -209,11 +209,7 @@ where
     debug_assert_eq!(next_batch, batch.len());
     debug_assert_eq!(next_output, output_before.len());
 
-    deferred.sort_unstable();
-    deferred.dedup();
-    for time in deferred.iter() {
-        (hooks.defer)(time);
-    }
+    hooks.defer_distinct(deferred);
     true
 }
 

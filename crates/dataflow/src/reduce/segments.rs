@@ -396,14 +396,10 @@ where
     deferred.clear();
     surviving_times(&mut input.beyond, deferred);
     surviving_times(&mut outputs.beyond, deferred);
-    deferred.sort_unstable();
-    deferred.dedup();
     for (val, time, diff) in emitted.iter() {
         (hooks.emit)(val, time, diff);
     }
-    for time in deferred.iter() {
-        (hooks.defer)(time);
-    }
+    hooks.defer_distinct(deferred);
     true
 }
 

@@ -61,6 +61,20 @@ impl<L, E, D> Hooks<L, E, D> {
     }
 }
 
+impl<L, E, D> Hooks<L, E, D> {
+    /// Defers each of `times` once, in order (`times` is sorted and deduplicated in place).
+    pub(crate) fn defer_distinct<T: Ord>(&mut self, times: &mut Vec<T>)
+    where
+        D: FnMut(&T),
+    {
+        times.sort_unstable();
+        times.dedup();
+        for time in times.iter() {
+            (self.defer)(time);
+        }
+    }
+}
+
 /// The accumulations at the time being examined, each consolidated and sorted by value.
 pub(crate) struct Sums<'a, V: Data, V2, R, R2> {
     /// The input accumulated there.
