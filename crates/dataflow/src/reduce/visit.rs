@@ -59,9 +59,7 @@ impl<L, E, D> Hooks<L, E, D> {
     {
         Self { logic, emit, defer }
     }
-}
 
-impl<L, E, D> Hooks<L, E, D> {
     /// Defers each of `times` once, in order (`times` is sorted and deduplicated in place).
     pub(crate) fn defer_distinct<T: Ord>(&mut self, times: &mut Vec<T>)
     where
