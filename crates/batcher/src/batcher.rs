@@ -147,7 +147,8 @@ impl<U: Update> MergeBatcher<U> {
             self.chains.push(keep);
         }
         self.lower = upper.to_owned();
-        // Between seals a batcher holds only its data: scratch and stashed allocations go.
+        // Between seals a batcher holds its data and at most a small rows buffer: scratch and
+        // stashed allocations go.
         self.release_scratch();
         ship
     }
@@ -172,8 +173,9 @@ impl<U: Update> MergeBatcher<U> {
         self.chains.iter().map(Chain::byte_len).sum()
     }
 
-    /// Drops scratch buffers and stashed allocations, keeping only the data. `seal` does this
-    /// at its end; pushes between seals reuse the buffers.
+    /// Drops scratch buffers and stashed allocations, keeping the data and a small rows buffer
+    /// (see the chunker's `ROWS_SMALL_BYTES`). `seal` does this at its end; pushes between
+    /// seals reuse the buffers.
     pub fn release_scratch(&mut self) {
         self.chunker.finish(&mut self.stash);
         self.insert_ready();

@@ -5,7 +5,7 @@
 //! columns). If consolidation leaves at least half, the sorted result is cut into chunks and
 //! emitted as one chain; otherwise it stays pending and absorbs more input, so heavy
 //! cancellation does not produce a stream of tiny chunks. All buffers are reused from one batch
-//! of input to the next until `finish`.
+//! of input to the next until `finish`, which lets them go but for a small rows buffer.
 //!
 //! The pending limit follows the data the batcher holds, and the trace beside it when the
 //! owner says so ([`Chunker::adapt_to`], `MergeBatcher::set_context_bytes`): an eighth of
@@ -27,9 +27,12 @@ use ripple_updates::consolidate::{
 use ripple_updates::update::Row;
 use ripple_updates::{Update, Updates, UpdatesView};
 
-/// The size up to which the pending rows' buffer is kept between forms (and reserved whole):
-/// small enough to be a negligible share of any batcher it would be kept in, large enough that
-/// small batchers do not reallocate it on every form.
+/// The size up to which the pending rows' buffer is kept between forms and between seals (and
+/// reserved whole): small enough to be a negligible share of any batcher it would be kept in,
+/// large enough that small batchers do not reallocate it on every form. Kept across seals, it
+/// spares a batcher sealed at every round a 64 KiB allocation and free each time: bfs on 1k/2k
+/// at one update per step, callgrind, 1.1% fewer instructions (2.6% together with the
+/// arrangements shipping each batch in a container of its own, 6% less time, medians of 4).
 const ROWS_SMALL_BYTES: usize = 64 << 10;
 
 /// The least pending limit on the column path (`String` and other non-plain updates). Each form
@@ -317,10 +320,15 @@ impl<U: Update> Chunker<U> {
         }
     }
 
-    /// Drops scratch buffers (between seals, so an idle batcher holds only its data).
+    /// Drops scratch buffers but a small rows buffer (between seals, so an idle batcher holds
+    /// little besides its data).
     pub fn release(&mut self) {
         debug_assert_eq!(self.pending_len(), 0, "release with pending updates");
-        self.rows = Vec::new();
+        // A small rows buffer stays: a batcher sealed at every round (an iteration fed one
+        // update per step) would otherwise allocate and free it at each seal.
+        if self.rows.capacity() > self.rows_small {
+            self.rows = Vec::new();
+        }
         self.pending = Updates::default();
         self.order = Vec::new();
         self.sums = Vec::new();

@@ -1,8 +1,8 @@
 //! Memory held by the merge batcher stays within 1.25x of the consolidated data it holds.
 //!
 //! Measured with the counting allocator, so capacity counts, not just length. After a seal the
-//! batcher keeps only its chains (scratch and stash are released), and every chunk's capacity is
-//! within 1.25x of its contents. One test function, so no other test thread allocates meanwhile.
+//! batcher keeps its chains and at most a 64 KiB rows buffer (scratch and stash are released),
+//! and every chunk's capacity is within 1.25x of its contents. One test function, so no other test thread allocates meanwhile.
 
 use ripple_batcher::{BatcherConfig, MergeBatcher};
 use ripple_bench::alloc::{live_bytes, CountingAlloc};

@@ -213,7 +213,9 @@ where
                         let batch = build_batch(&chain, description, &mut builder);
                         writer.insert(batch.clone());
                         announcer.announce_batch(&batch);
-                        output.session(&retired).give(batch);
+                        // A container of just the batch: `give` would reserve the builder's default
+                        // capacity (8 KiB) for it, at every seal.
+                        output.session(&retired).give_container(&mut vec![batch]);
                         held.downgrade_to(batcher.frontier());
                         // The batcher sizes its sorted runs by the arrangement's whole size
                         // (see `MergeBatcher::set_context_bytes`), the trace's updates counted

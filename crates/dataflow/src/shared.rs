@@ -155,7 +155,9 @@ impl<K: Data, V: Data, T: Time, R: Semigroup> TraceAgent<K, V, T, R> {
                         match event {
                             Event::Batch(batch) => {
                                 if !capabilities.is_empty() {
-                                    output.session(&capabilities).give(batch);
+                                    output
+                                        .session(&capabilities)
+                                        .give_container(&mut vec![batch]);
                                 }
                             }
                             Event::Progress(upper) => capabilities.downgrade(upper.iter()),

@@ -23,7 +23,12 @@ struct Shared<U: Update> {
 
 impl<U: Update> Shared<U> {
     /// Moves one hold from `old` to `new` and tells the spine the resulting frontier.
-    fn move_hold(&mut self, logical: bool, old: &Antichain<U::Time>, new: &Antichain<U::Time>) {
+    fn move_hold(
+        &mut self,
+        logical: bool,
+        old: AntichainRef<'_, U::Time>,
+        new: AntichainRef<'_, U::Time>,
+    ) {
         let holds = if logical {
             &mut self.logical_holds
         } else {
@@ -134,9 +139,13 @@ impl<U: Update> TraceHandle<U> {
         if hold.borrow() == frontier {
             return;
         }
-        let frontier = frontier.to_owned();
-        self.shared.borrow_mut().move_hold(logical, hold, &frontier);
-        *hold = frontier;
+        self.shared
+            .borrow_mut()
+            .move_hold(logical, hold.borrow(), frontier);
+        // Into the old hold's allocation: inside a loop, holds are staircases of two times or
+        // more, which an antichain keeps on the heap, and they move at every activation.
+        hold.clear();
+        hold.extend(frontier.iter().cloned());
     }
 
     /// A consistent view of the trace's batches, valid however the trace changes afterwards.
@@ -179,7 +188,7 @@ impl<U: Update> Drop for TraceHandle<U> {
     fn drop(&mut self) {
         let empty = Antichain::new();
         let mut shared = self.shared.borrow_mut();
-        shared.move_hold(true, &self.logical, &empty);
-        shared.move_hold(false, &self.physical, &empty);
+        shared.move_hold(true, self.logical.borrow(), empty.borrow());
+        shared.move_hold(false, self.physical.borrow(), empty.borrow());
     }
 }

@@ -42,6 +42,12 @@ impl<U: Update> TraceSnapshot<U> {
         &self.batches
     }
 
+    /// The batches, oldest first, taken out of the snapshot (to split or cut it without
+    /// cloning the handles again).
+    pub fn into_batches(self) -> Vec<Batch<U>> {
+        self.batches
+    }
+
     /// The total number of updates.
     pub fn len(&self) -> usize {
         self.batches.iter().map(Batch::len).sum()

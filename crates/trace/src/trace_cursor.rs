@@ -23,11 +23,14 @@ pub struct TraceCursor<'a, U: Update> {
 impl<'a, U: Update> TraceCursor<'a, U> {
     /// A cursor over `batches` (empty ones are skipped), at the least key.
     pub fn new(batches: &'a [Batch<U>]) -> Self {
-        let cursors: Vec<_> = batches
-            .iter()
-            .filter(|batch| !batch.is_empty())
-            .map(Batch::cursor)
-            .collect();
+        // Sized up front: collected through the filter, the vector would grow step by step.
+        let mut cursors = Vec::with_capacity(batches.len());
+        cursors.extend(
+            batches
+                .iter()
+                .filter(|batch| !batch.is_empty())
+                .map(Batch::cursor),
+        );
         // Sized once: at most every cursor is at the least key.
         let mut cursor = Self {
             at_key: Vec::with_capacity(cursors.len()),

@@ -41,15 +41,14 @@ fn snapshot_through<K: Data, V: Data, T: Time, R: Semigroup>(
     trace: &TraceHandle<(K, V, T, R)>,
     frontier: AntichainRef<'_, T>,
 ) -> TraceSnapshot<(K, V, T, R)> {
-    let snapshot = trace.snapshot();
-    let batches = snapshot
-        .batches()
+    let mut batches = trace.snapshot().into_batches();
+    let through = batches
         .iter()
         .take_while(|batch| {
             PartialOrder::less_equal(&batch.description().upper.borrow(), &frontier)
         })
-        .cloned()
-        .collect::<Vec<_>>();
+        .count();
+    batches.truncate(through);
     TraceSnapshot::new(batches)
 }
 

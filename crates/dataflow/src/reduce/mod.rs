@@ -107,7 +107,11 @@ where
         let (stream, trace) = self.reduce_operator::<V2, R2, BatchBuilder<K, V2, T, R2>>(
             name,
             logic,
-            |batch, output, capabilities| output.session(capabilities).give(batch.clone()),
+            |batch, output, capabilities| {
+                output
+                    .session(capabilities)
+                    .give_container(&mut vec![batch.clone()])
+            },
         );
         Arranged { stream, trace }
     }
@@ -205,17 +209,16 @@ where
                     // everything before its upper is in the trace, and the frontier that
                     // says so reaches this operator only at the end of the worker's step.
                     // Going by the batches saves a step per iteration round.
-                    let snapshot = input_trace.snapshot();
-                    let through: Vec<_> = snapshot
-                        .batches()
+                    let mut through = input_trace.snapshot().into_batches();
+                    let complete = through
                         .iter()
                         .take_while(|batch| {
                             let upper = &batch.description().upper;
                             PartialOrder::less_equal(&upper.borrow(), &frontier.frontier())
                                 || PartialOrder::less_equal(upper, &received)
                         })
-                        .cloned()
-                        .collect();
+                        .count();
+                    through.truncate(complete);
                     let Some(upper) = through
                         .last()
                         .map(|batch| batch.description().upper.clone())
@@ -237,9 +240,7 @@ where
                             .is_none_or(|batch| batch.description().lower == lower),
                         "reduce: an input batch spans the interval's lower bound {lower:?}"
                     );
-                    let new_snapshot = TraceSnapshot::new(through[split..].to_vec());
-                    let mut through = through;
-                    through.truncate(split);
+                    let new_snapshot = TraceSnapshot::new(through.split_off(split));
                     let history_snapshot = TraceSnapshot::new(through);
                     let output_snapshot = output_trace.snapshot();
 
