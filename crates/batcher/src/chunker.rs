@@ -335,3 +335,41 @@ impl<U: Update> Chunker<U> {
         self.writer.release();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    type U = (u64, u64, u64, i64);
+
+    fn rows(count: u64) -> Updates<U> {
+        let rows: Vec<Row<U>> = (0..count).map(|i| (i * 7 % count, i, 0, 1)).collect();
+        Updates::from_rows(rows.iter())
+    }
+
+    /// A batcher sealed every round keeps its small rows buffer from one seal to the next, and
+    /// gives a big one back.
+    #[test]
+    fn finish_keeps_only_a_small_rows_buffer() {
+        let mut stash = Stash::new(4);
+        let mut chunker = Chunker::<U>::with_form_min(2 << 20, 64 << 10);
+        chunker.push(rows(10).view(), &mut stash);
+        chunker.finish(&mut stash);
+        assert_eq!(chunker.pop_ready().map(|chain| chain.len()), Some(10));
+        let kept = chunker.rows.capacity();
+        assert!(kept > 0 && kept <= chunker.rows_small, "kept {kept} rows");
+        chunker.push(rows(10).view(), &mut stash);
+        assert_eq!(chunker.rows.capacity(), kept, "the kept buffer is reused");
+        chunker.finish(&mut stash);
+        assert_eq!(chunker.pop_ready().map(|chain| chain.len()), Some(10));
+
+        // Beside 512 MiB of data the pending limit is 16 MiB, too small a share of the data for
+        // the buffer to be given back as it forms (`give_back`): `finish` lets it go.
+        chunker.adapt_to(512 << 20);
+        assert!(!chunker.give_back);
+        chunker.push(rows(100_000).view(), &mut stash);
+        chunker.finish(&mut stash);
+        assert!(chunker.pop_ready().is_some());
+        assert!(chunker.rows.capacity() <= chunker.rows_small);
+    }
+}

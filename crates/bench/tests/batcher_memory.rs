@@ -2,7 +2,8 @@
 //!
 //! Measured with the counting allocator, so capacity counts, not just length. After a seal the
 //! batcher keeps its chains and at most a 64 KiB rows buffer (scratch and stash are released),
-//! and every chunk's capacity is within 1.25x of its contents. One test function, so no other test thread allocates meanwhile.
+//! and every chunk's capacity is within 1.25x of its contents. One test function, so no other
+//! test thread allocates meanwhile.
 
 use ripple_batcher::{BatcherConfig, MergeBatcher};
 use ripple_bench::alloc::{live_bytes, CountingAlloc};
