@@ -22,7 +22,7 @@ use ripple_updates::{
 };
 use timely::container::CapacityContainerBuilder;
 use timely::dataflow::channels::pact::{ParallelizationContract, Pipeline};
-use timely::dataflow::operators::generic::Operator;
+use timely::dataflow::operators::generic::{Operator, OutputBuilderSession};
 use timely::dataflow::operators::{Capability, CapabilitySet, InputCapability};
 use timely::dataflow::Stream;
 
@@ -138,6 +138,19 @@ impl<T: Time> HeldCapabilities<T> {
     }
 }
 
+/// Sends `batch` downstream under `capabilities`, in a container of its own: `give` would have
+/// the container builder reserve its default capacity (8 KiB) for the one batch handle, at
+/// every seal.
+pub(crate) fn give_batch<T: Time, U: Update>(
+    output: &mut OutputBuilderSession<'_, T, CapacityContainerBuilder<Vec<Batch<U>>>>,
+    capabilities: &CapabilitySet<T>,
+    batch: Batch<U>,
+) {
+    output
+        .session(capabilities)
+        .give_container(&mut vec![batch]);
+}
+
 /// Builds a batch from a sealed chain of sorted, consolidated chunks.
 pub(crate) fn build_batch<U: Update>(
     chain: &Chain<U>,
@@ -213,9 +226,7 @@ where
                         let batch = build_batch(&chain, description, &mut builder);
                         writer.insert(batch.clone());
                         announcer.announce_batch(&batch);
-                        // A container of just the batch: `give` would reserve the builder's default
-                        // capacity (8 KiB) for it, at every seal.
-                        output.session(&retired).give_container(&mut vec![batch]);
+                        give_batch(output, &retired, batch);
                         held.downgrade_to(batcher.frontier());
                         // The batcher sizes its sorted runs by the arrangement's whole size
                         // (see `MergeBatcher::set_context_bytes`), the trace's updates counted

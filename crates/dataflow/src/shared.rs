@@ -6,7 +6,7 @@
 //! after first sending the batches the trace already held. Operators built on the import read
 //! the same trace, through their own handles and holds.
 
-use crate::arrange::Arranged;
+use crate::arrange::{give_batch, Arranged};
 use ripple_trace::{Batch, TraceHandle};
 use ripple_updates::{Antichain, Data, Semigroup, Time};
 use std::cell::RefCell;
@@ -155,9 +155,7 @@ impl<K: Data, V: Data, T: Time, R: Semigroup> TraceAgent<K, V, T, R> {
                         match event {
                             Event::Batch(batch) => {
                                 if !capabilities.is_empty() {
-                                    output
-                                        .session(&capabilities)
-                                        .give_container(&mut vec![batch]);
+                                    give_batch(output, &capabilities, batch);
                                 }
                             }
                             Event::Progress(upper) => capabilities.downgrade(upper.iter()),

@@ -28,7 +28,7 @@ mod replay;
 mod segments;
 mod visit;
 
-use crate::arrange::{build_batch, ship_as_updates, Arranged, HeldCapabilities};
+use crate::arrange::{build_batch, give_batch, ship_as_updates, Arranged, HeldCapabilities};
 use crate::collection::{Collection, Output};
 use crate::config::RippleConfig;
 use crate::hashing::ExchangeData;
@@ -107,11 +107,7 @@ where
         let (stream, trace) = self.reduce_operator::<V2, R2, BatchBuilder<K, V2, T, R2>>(
             name,
             logic,
-            |batch, output, capabilities| {
-                output
-                    .session(capabilities)
-                    .give_container(&mut vec![batch.clone()])
-            },
+            |batch, output, capabilities| give_batch(output, capabilities, batch.clone()),
         );
         Arranged { stream, trace }
     }
