@@ -191,6 +191,17 @@ fn merge_key<'a, U: Update>(
                 Ordering::Equal => (va, true, true),
             },
         };
+        // A value of one input whose times stay put is sorted and consolidated already:
+        // copied as it is, without the round trip through `scratch`.
+        let alone = match (from_a, from_b) {
+            (true, false) if !advance[0] => a.as_deref_mut(),
+            (false, true) if !advance[1] => b.as_deref_mut(),
+            _ => None,
+        };
+        if let Some(cursor) = alone {
+            read += copy_val(builder, key, val, cursor);
+            continue;
+        }
         scratch.clear();
         let mut advanced = false;
         if from_a {
@@ -229,14 +240,28 @@ fn copy_key<'a, U: Update>(
 ) -> usize {
     let mut read = 0;
     while let Some(val) = cursor.get_val() {
-        builder.open_val(key, val);
-        cursor.map_times(|time, diff| {
-            builder.push_to_val(&U::Time::into_owned(time), &U::Diff::into_owned(diff));
-            read += 1;
-        });
-        cursor.step_val();
+        read += copy_val(builder, key, val, cursor);
     }
     cursor.step_key();
+    read
+}
+
+/// Copies the current value `val` of `cursor` (whose key is `key`) into `builder`, steps past
+/// it, and returns the number of updates copied.
+#[inline(always)]
+fn copy_val<'a, U: Update>(
+    builder: &mut Builder<U>,
+    key: Ref<'a, U::Key>,
+    val: Ref<'a, U::Val>,
+    cursor: &mut BatchCursor<'a, U>,
+) -> usize {
+    let mut read = 0;
+    builder.open_val(key, val);
+    cursor.map_times(|time, diff| {
+        builder.push_to_val(&U::Time::into_owned(time), &U::Diff::into_owned(diff));
+        read += 1;
+    });
+    cursor.step_val();
     read
 }
 
