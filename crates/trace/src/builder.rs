@@ -5,7 +5,7 @@
 
 use crate::batch::{exact_copy, fences_of, payload_bytes, Batch, BatchData};
 use crate::description::Description;
-use crate::history::HistoriesBuilder;
+use crate::history::{Histories, HistoriesBuilder};
 use crate::offsets::OffsetList;
 use columnar::{Borrow, Clear, Columnar, Container, ContainerOf, Index, Len, Push, Ref};
 use ripple_updates::{Update, UpdatesView};
@@ -162,6 +162,17 @@ impl<U: Update> Builder<U> {
     #[inline(always)]
     pub fn push_to_val(&mut self, time: &U::Time, diff: &U::Diff) {
         self.histories.push(time, diff);
+    }
+
+    /// Appends updates `range` of `histories` (sorted by time, non-zero diffs, as a batch's
+    /// value holds them) to the value opened last.
+    #[inline]
+    pub(crate) fn extend_val(
+        &mut self,
+        histories: &Histories<U::Time, U::Diff>,
+        range: std::ops::Range<usize>,
+    ) {
+        self.histories.extend_from(histories, range);
     }
 
     /// Appends the sorted, consolidated updates of `view` (a chunk of a sealed chain).

@@ -5,6 +5,7 @@
 //! outlive it; readers that must outlive a trace's changes hold [`crate::Batch`] handles.
 
 use crate::batch::{BatchData, KEY_FENCE};
+use crate::history::Histories;
 use columnar::{Borrow, BorrowedOf, Columnar, Index, Len, Ref};
 use ripple_updates::search::gallop;
 use ripple_updates::Update;
@@ -113,6 +114,17 @@ impl<'a, U: Update> BatchCursor<'a, U> {
         }
         let range = self.data.val_ends.start(self.val)..self.data.val_ends.end(self.val);
         self.data.histories.for_each_in(range, logic);
+    }
+
+    /// The histories of the cursor's batch and the range of the current value's updates in
+    /// them (empty past the key's last value).
+    #[inline]
+    pub(crate) fn val_updates(&self) -> (&'a Histories<U::Time, U::Diff>, std::ops::Range<usize>) {
+        if !self.val_valid() {
+            return (&self.data.histories, 0..0);
+        }
+        let range = self.data.val_ends.start(self.val)..self.data.val_ends.end(self.val);
+        (&self.data.histories, range)
     }
 
     /// Advances to the next key.

@@ -255,12 +255,10 @@ fn copy_val<'a, U: Update>(
     val: Ref<'a, U::Val>,
     cursor: &mut BatchCursor<'a, U>,
 ) -> usize {
-    let mut read = 0;
     builder.open_val(key, val);
-    cursor.map_times(|time, diff| {
-        builder.push_to_val(&U::Time::into_owned(time), &U::Diff::into_owned(diff));
-        read += 1;
-    });
+    let (histories, updates) = cursor.val_updates();
+    let read = updates.len();
+    builder.extend_val(histories, updates);
     cursor.step_val();
     read
 }
