@@ -19,6 +19,7 @@ pub mod hashing;
 pub mod input;
 pub mod iterate;
 pub mod join;
+mod recycle;
 pub mod reduce;
 pub mod shared;
 

@@ -109,11 +109,8 @@ impl<'a, U: Update> BatchCursor<'a, U> {
     /// Calls `logic` with the time and diff of each update of the current value, in time order.
     #[inline]
     pub fn map_times(&self, logic: impl FnMut(Ref<'a, U::Time>, Ref<'a, U::Diff>)) {
-        if !self.val_valid() {
-            return;
-        }
-        let range = self.data.val_ends.start(self.val)..self.data.val_ends.end(self.val);
-        self.data.histories.for_each_in(range, logic);
+        let (histories, range) = self.val_updates();
+        histories.for_each_in(range, logic);
     }
 
     /// The histories of the cursor's batch and the range of the current value's updates in

@@ -19,6 +19,7 @@
 
 use super::replay::advance_then_consolidate;
 use super::visit::{Hooks, Sums, Visit};
+use crate::recycle::recycle;
 use columnar::Ref;
 use ripple_updates::{Abelian, AntichainRef, Data, Semigroup, Time};
 
@@ -44,6 +45,19 @@ impl<V: Data, V2, T, R, R2> Default for ChainScratch<'_, V, V2, T, R, R2> {
             examine: Vec::new(),
             deferred: Vec::new(),
             fixes: Vec::new(),
+        }
+    }
+}
+
+impl<V: Data, V2, T, R, R2> ChainScratch<'_, V, V2, T, R, R2> {
+    /// The same buffers, for borrows of another lifetime (see [`crate::recycle`]).
+    pub(crate) fn recycle<'b>(self) -> ChainScratch<'b, V, V2, T, R, R2> {
+        ChainScratch {
+            input: recycle(self.input),
+            output: self.output,
+            examine: self.examine,
+            deferred: self.deferred,
+            fixes: self.fixes,
         }
     }
 }

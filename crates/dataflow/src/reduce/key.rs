@@ -49,6 +49,22 @@ impl<V: Data, V2, T, R, R2> Default for KeyScratch<'_, V, V2, T, R, R2> {
     }
 }
 
+impl<V: Data, V2, T, R, R2> KeyScratch<'_, V, V2, T, R, R2> {
+    /// The same buffers, for borrows of another lifetime (see [`crate::recycle`]): the
+    /// operator keeps them from one activation to the next.
+    pub(crate) fn recycle<'b>(self) -> KeyScratch<'b, V, V2, T, R, R2> {
+        KeyScratch {
+            sums: self.sums.recycle(),
+            times: self.times,
+            deferred: self.deferred,
+            all_times: self.all_times,
+            chain: self.chain.recycle(),
+            segments: self.segments.recycle(),
+            replay: self.replay.recycle(),
+        }
+    }
+}
+
 /// The corrections for one key's visit: `deferred` lists the times earlier passes deferred to
 /// this interval (none at or beyond `upper`). Corrections at times in the interval go to the
 /// hooks' `emit`; times at or beyond `upper` that will need examining go to their `defer`.

@@ -32,6 +32,7 @@ use crate::arrange::{build_batch, give_batch, ship_as_updates, Arranged, HeldCap
 use crate::collection::{Collection, Output};
 use crate::config::RippleConfig;
 use crate::hashing::ExchangeData;
+use crate::recycle::recycle;
 use crate::shared::TraceAgent;
 use columnar::{Borrow, Columnar, Index, Push, Ref};
 use key::{reduce_key, KeyScratch};
@@ -189,6 +190,9 @@ where
                 let mut batcher = MergeBatcher::<(K, V2, T, R2)>::new(config.batcher);
                 let mut builder = Builder::new();
                 let mut lookups: [LookupScratch; 3] = Default::default();
+                // The per-key buffers, kept emptied between activations (their items borrow
+                // from an activation's batches; see `crate::recycle`).
+                let mut spare = Spare::<V, V2, T, R, R2>::default();
                 let probe_run = config.probe_run.max(1);
                 move |(input, frontier), output| {
                     input.for_each(|capability, batches| {
@@ -283,10 +287,15 @@ where
                     let mut history_cursor = history_snapshot.cursor();
                     let mut new_cursor = new_snapshot.cursor();
                     let mut output_cursor = output_snapshot.cursor();
-                    let mut scratch = KeyScratch::<V, V2, T, R, R2>::default();
-                    let mut input_history = Vec::new();
-                    let mut new_updates = Vec::new();
-                    let mut output_history = Vec::new();
+                    let Spare {
+                        scratch,
+                        input_history,
+                        new_updates,
+                        mut output_history,
+                    } = std::mem::take(&mut spare);
+                    let mut scratch = scratch.recycle();
+                    let mut input_history = recycle(input_history);
+                    let mut new_updates = recycle(new_updates);
                     let mut run_start = 0;
                     while run_start < keys.len() {
                         // One batched lookup per trace for a run of keys (each batch walked
@@ -367,6 +376,12 @@ where
                     );
                     next_deferred.extend_from_slice(&deferred[deferred_read..]);
                     std::mem::swap(&mut deferred, &mut next_deferred);
+                    spare = Spare {
+                        scratch: scratch.recycle(),
+                        input_history: recycle(input_history),
+                        new_updates: recycle(new_updates),
+                        output_history,
+                    };
                     batcher.push(produced.view());
                     produced.clear();
 
@@ -412,6 +427,26 @@ where
                 }
             });
         (stream, reader)
+    }
+}
+
+/// The per-key buffers of the reduce operator between activations, emptied, typed for
+/// `'static` borrows (see [`crate::recycle`]).
+struct Spare<V: Data, V2, T, R, R2> {
+    scratch: KeyScratch<'static, V, V2, T, R, R2>,
+    input_history: Vec<(Ref<'static, V>, T, R)>,
+    new_updates: Vec<(Ref<'static, V>, T, R)>,
+    output_history: Vec<(V2, T, R2)>,
+}
+
+impl<V: Data, V2, T, R, R2> Default for Spare<V, V2, T, R, R2> {
+    fn default() -> Self {
+        Self {
+            scratch: KeyScratch::default(),
+            input_history: Vec::new(),
+            new_updates: Vec::new(),
+            output_history: Vec::new(),
+        }
     }
 }
 

@@ -21,6 +21,7 @@
 //!   deferred time).
 
 use super::visit::{Hooks, Sums, Visit};
+use crate::recycle::recycle;
 use columnar::Ref;
 use ripple_updates::consolidate::consolidate_within_values;
 use ripple_updates::{Abelian, Data, Semigroup, Time};
@@ -46,6 +47,21 @@ impl<V: Data, V2, T, R, R2> Default for ReplayScratch<'_, V, V2, T, R, R2> {
             synthetic: Vec::new(),
             joins: Vec::new(),
             suffix_meets: Default::default(),
+        }
+    }
+}
+
+impl<V: Data, V2, T, R, R2> ReplayScratch<'_, V, V2, T, R, R2> {
+    /// The same buffers, for borrows of another lifetime (see [`crate::recycle`]).
+    pub(crate) fn recycle<'b>(self) -> ReplayScratch<'b, V, V2, T, R, R2> {
+        ReplayScratch {
+            passed_input: recycle(self.passed_input),
+            passed_batch: recycle(self.passed_batch),
+            passed_output: self.passed_output,
+            seeds: self.seeds,
+            synthetic: self.synthetic,
+            joins: self.joins,
+            suffix_meets: self.suffix_meets,
         }
     }
 }

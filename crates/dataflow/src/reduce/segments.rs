@@ -42,6 +42,7 @@
 use super::chain::{add_into, is_chain};
 use super::replay::join_and_add_neighbours;
 use super::visit::{Hooks, Sums, Visit};
+use crate::recycle::recycle;
 use columnar::Ref;
 use ripple_updates::consolidate::consolidate_within_values;
 use ripple_updates::{Abelian, AntichainRef, Data, Semigroup, Time};
@@ -238,6 +239,28 @@ impl<V: Data, V2, T, R, R2> Default for SegmentScratch<'_, V, V2, T, R, R2> {
             fixes: Vec::new(),
             emitted: Vec::new(),
             deferred: Vec::new(),
+        }
+    }
+}
+
+impl<V: Data, V2, T, R, R2> SegmentScratch<'_, V, V2, T, R, R2> {
+    /// The same buffers, for borrows of another lifetime (see [`crate::recycle`]).
+    pub(crate) fn recycle<'b>(self) -> SegmentScratch<'b, V, V2, T, R, R2> {
+        SegmentScratch {
+            input: Buckets {
+                updates: recycle(self.input.updates),
+                starts: self.input.starts,
+                beyond: recycle(self.input.beyond),
+            },
+            output: self.output,
+            ids: self.ids,
+            order: self.order,
+            next_free: self.next_free,
+            batch_sum: recycle(self.batch_sum),
+            fixes_sum: self.fixes_sum,
+            fixes: self.fixes,
+            emitted: self.emitted,
+            deferred: self.deferred,
         }
     }
 }

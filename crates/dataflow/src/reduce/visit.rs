@@ -3,6 +3,7 @@
 //! the interval's upper bound ([`Visit`]), the accumulations at the time being examined and the
 //! corrections they call for ([`Sums`]), and where the results go ([`Hooks`]).
 
+use crate::recycle::recycle;
 use columnar::Ref;
 use ripple_updates::consolidate::consolidate_pairs;
 use ripple_updates::{Abelian, AntichainRef, Data, Semigroup};
@@ -89,6 +90,17 @@ impl<V: Data, V2, R, R2> Default for Sums<'_, V, V2, R, R2> {
             input: Vec::new(),
             output: Vec::new(),
             desired: Vec::new(),
+        }
+    }
+}
+
+impl<V: Data, V2, R, R2> Sums<'_, V, V2, R, R2> {
+    /// The same buffers, for borrows of another lifetime (see [`crate::recycle`]).
+    pub(crate) fn recycle<'b>(self) -> Sums<'b, V, V2, R, R2> {
+        Sums {
+            input: recycle(self.input),
+            output: self.output,
+            desired: self.desired,
         }
     }
 }
