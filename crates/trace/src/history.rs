@@ -145,11 +145,11 @@ impl<T: Time, R: Semigroup> Histories<T, R> {
 /// Fills a [`Histories`], deciding the encoding as pairs arrive.
 ///
 /// A builder starts *small*: pairs are stored per update with no hashing (whether they are
-/// all equal is checked at the build). Small batches are the ones built and merged all the time at high
-/// resolution, and there a dictionary costs more in hashing than it saves in bytes. At 256
-/// updates (or at the build of a small batch of one repeated pair) the pairs move into a
-/// dictionary, which a bigger batch keeps unless its pairs are mostly distinct: judged on the
-/// first 256, then again from 1,024 on.
+/// all equal is checked at the build). Small batches are the ones built and merged all the
+/// time at high resolution, and there a dictionary costs more in hashing than it saves in
+/// bytes. At 256 updates (or at the build of a small batch of one repeated pair) the pairs
+/// move into a dictionary, which a bigger batch keeps unless its pairs are mostly distinct:
+/// judged on the first 256, then again from 1,024 on.
 pub struct HistoriesBuilder<T: Time, R: Semigroup> {
     times: ContainerOf<T>,
     diffs: ContainerOf<R>,
@@ -162,8 +162,9 @@ pub struct HistoriesBuilder<T: Time, R: Semigroup> {
     /// often share a pair, and this check spares them the hash lookup.
     last: Option<(T, R, u32)>,
     len: usize,
-    /// Emptied pair buffers kept for the next change of encoding, which swaps them in, so
-    /// that a builder reused across small batches does not allocate for it.
+    /// Pair buffers kept for the next change of encoding, which swaps them in, so that a
+    /// builder reused across small batches does not allocate for it; [`Self::reserve_small`]
+    /// also holds its one-pair sample there. Whoever uses them clears them first.
     spare: (ContainerOf<T>, ContainerOf<R>),
     /// How many updates the caller expects at most (0: no idea). See [`Self::expect`].
     expected: usize,
@@ -410,8 +411,8 @@ impl<T: Time, R: Semigroup> HistoriesBuilder<T, R> {
         times.clear();
         diffs.clear();
         std::mem::swap(&mut self.times, &mut times);
-        self.small_room = 0;
         std::mem::swap(&mut self.diffs, &mut diffs);
+        self.small_room = 0;
         self.index.clear();
         // One index entry per update to come: sized once rather than grown by doubling, whose
         // copies were a few percent of a merge.
@@ -462,8 +463,8 @@ impl<T: Time, R: Semigroup> HistoriesBuilder<T, R> {
             }
         }
         std::mem::swap(&mut self.times, times);
-        self.small_room = 0;
         std::mem::swap(&mut self.diffs, diffs);
+        self.small_room = 0;
         self.index.clear();
         self.dictionary.clear();
         self.stage = Stage::Plain;
@@ -500,6 +501,8 @@ impl<T: Time, R: Semigroup> HistoriesBuilder<T, R> {
             && self.len <= self.reserved
             && self.len * 5 >= self.reserved * 4;
         let (times, diffs) = if sized {
+            // Only `go_plain` sizes buffers, and it swapped the small ones out.
+            debug_assert_eq!(self.small_room, 0);
             (
                 std::mem::take(&mut self.times),
                 std::mem::take(&mut self.diffs),
@@ -609,42 +612,62 @@ mod tests {
     }
 
     proptest! {
-        /// Copying ranges of built histories of every encoding (plain, single, dictionary) into
-        /// a builder at any stage builds the same as pushing their pairs one by one.
+        /// Copying ranges of built histories of every encoding (plain, single, one-byte
+        /// dictionary) into a builder, reused across two batches and at every stage (small,
+        /// dictionary, plain; with or without an expectation), builds the same as pushing their
+        /// pairs one by one.
         #[test]
         fn extending_from_ranges_is_pushing_them(
             sources in proptest::collection::vec(
-                (0usize..700, prop_oneof![Just(1u64), Just(40), Just(1 << 20)]),
+                (0usize..700, prop_oneof![Just(1u64), Just(40), Just(1 << 20)], 1i64..3),
                 1..4,
             ),
-            copies in proptest::collection::vec((0usize..3, 0usize..700, 0usize..300), 0..12),
+            batches in proptest::collection::vec(
+                (
+                    proptest::collection::vec((0usize..3, 0usize..700, 0usize..300), 0..12),
+                    0usize..3,
+                ),
+                1..3,
+            ),
         ) {
             let built: Vec<_> = sources
                 .iter()
-                .map(|&(len, distinct)| {
+                .map(|&(len, distinct, diffs)| {
                     let pairs: Vec<_> = (0..len as u64)
-                        .map(|i| ((i * 7919) % distinct, 1 - 2 * (i as i64 % 2)))
+                        .map(|i| ((i * 7919) % distinct, 1 - 2 * (i as i64 % diffs)))
                         .collect();
-                    (round_trip(&pairs), pairs)
+                    let histories = round_trip(&pairs);
+                    if distinct == 1 && diffs == 1 && len > 1 {
+                        assert!(matches!(histories.index, PairIndex::Single));
+                    }
+                    if distinct == 40 && len >= SMALL_MAX {
+                        assert!(matches!(histories.index, PairIndex::Narrow8(_)));
+                    }
+                    (histories, pairs)
                 })
                 .collect();
             let mut builder = HistoriesBuilder::<u64, i64>::default();
-            let mut expected = Vec::new();
-            for (source, start, count) in copies {
-                let (histories, pairs) = &built[source % built.len()];
-                let start = start.min(pairs.len());
-                let end = (start + count).min(pairs.len());
-                builder.extend_from(histories, start..end);
-                expected.extend_from_slice(&pairs[start..end]);
-            }
-            let mut pushed = HistoriesBuilder::<u64, i64>::default();
-            let reference = build_and_check(&mut pushed, &expected);
-            let extended = builder.build();
-            prop_assert_eq!(extended.len(), expected.len());
-            prop_assert_eq!(extended.stored_pairs(), reference.stored_pairs());
-            for (update, (time, diff)) in expected.iter().enumerate() {
-                let (t, r) = extended.get(update);
-                prop_assert_eq!((*t, *r), (*time, *diff), "update {}", update);
+            for (copies, expectation) in batches {
+                let mut expected = Vec::new();
+                for &(source, start, count) in &copies {
+                    let pairs = &built[source % built.len()].1;
+                    let start = start.min(pairs.len());
+                    expected.extend_from_slice(&pairs[start..(start + count).min(pairs.len())]);
+                }
+                builder.expect(expected.len() * expectation);
+                for (source, start, count) in copies {
+                    let (histories, pairs) = &built[source % built.len()];
+                    let start = start.min(pairs.len());
+                    builder.extend_from(histories, start..(start + count).min(pairs.len()));
+                }
+                let reference = round_trip(&expected);
+                let extended = builder.build();
+                prop_assert_eq!(extended.len(), expected.len());
+                prop_assert_eq!(extended.stored_pairs(), reference.stored_pairs());
+                for (update, (time, diff)) in expected.iter().enumerate() {
+                    let (t, r) = extended.get(update);
+                    prop_assert_eq!((*t, *r), (*time, *diff), "update {}", update);
+                }
             }
         }
     }

@@ -257,6 +257,7 @@ fn copy_val<'a, U: Update>(
 ) -> usize {
     builder.open_val(key, val);
     let (histories, updates) = cursor.val_updates();
+    debug_assert!(!updates.is_empty(), "a value's history holds updates");
     let read = updates.len();
     builder.extend_val(histories, updates);
     cursor.step_val();
@@ -354,8 +355,13 @@ mod tests {
         rows
     }
 
+    /// Rows over many keys (values mostly of one or two updates), or over a few keys whose
+    /// values hold many (the column-by-column copy of long values).
     fn raw() -> impl Strategy<Value = Raw> {
-        proptest::collection::vec((0u64..40, 0u64..3, 0u64..4, 0u32..3, -2i64..3), 0..80)
+        prop_oneof![
+            proptest::collection::vec((0u64..40, 0u64..3, 0u64..4, 0u32..3, -2i64..3), 0..80),
+            proptest::collection::vec((0u64..4, 0u64..2, 0u64..4, 0u32..3, -2i64..3), 0..80),
+        ]
     }
 
     /// A batch's times need advancing unless its lower bound or its `since` lies after the

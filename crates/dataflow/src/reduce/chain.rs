@@ -50,7 +50,8 @@ impl<V: Data, V2, T, R, R2> Default for ChainScratch<'_, V, V2, T, R, R2> {
 }
 
 impl<V: Data, V2, T, R, R2> ChainScratch<'_, V, V2, T, R, R2> {
-    /// The same buffers, for borrows of another lifetime (see [`crate::recycle`]).
+    /// The same buffers for borrows of another lifetime (see [`crate::recycle`]); only the
+    /// vectors of borrowed items are emptied.
     pub(crate) fn recycle<'b>(self) -> ChainScratch<'b, V, V2, T, R, R2> {
         ChainScratch {
             input: recycle(self.input),

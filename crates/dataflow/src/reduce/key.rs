@@ -50,8 +50,9 @@ impl<V: Data, V2, T, R, R2> Default for KeyScratch<'_, V, V2, T, R, R2> {
 }
 
 impl<V: Data, V2, T, R, R2> KeyScratch<'_, V, V2, T, R, R2> {
-    /// The same buffers, for borrows of another lifetime (see [`crate::recycle`]): the
-    /// operator keeps them from one activation to the next.
+    /// The same buffers for borrows of another lifetime (see [`crate::recycle`]): the
+    /// operator keeps them from one activation to the next. The vectors of borrowed items are
+    /// emptied; the others keep the last key's items, which their next use clears first.
     pub(crate) fn recycle<'b>(self) -> KeyScratch<'b, V, V2, T, R, R2> {
         KeyScratch {
             sums: self.sums.recycle(),

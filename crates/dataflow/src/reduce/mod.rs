@@ -190,7 +190,7 @@ where
                 let mut batcher = MergeBatcher::<(K, V2, T, R2)>::new(config.batcher);
                 let mut builder = Builder::new();
                 let mut lookups: [LookupScratch; 3] = Default::default();
-                // The per-key buffers, kept emptied between activations (their items borrow
+                // The per-key buffers, kept between activations (their items borrow
                 // from an activation's batches; see `crate::recycle`).
                 let mut spare = Spare::<V, V2, T, R, R2>::default();
                 let probe_run = config.probe_run.max(1);
@@ -380,7 +380,7 @@ where
                         scratch: scratch.recycle(),
                         input_history: recycle(input_history),
                         new_updates: recycle(new_updates),
-                        output_history,
+                        output_history: recycle(output_history),
                     };
                     batcher.push(produced.view());
                     produced.clear();
@@ -430,8 +430,9 @@ where
     }
 }
 
-/// The per-key buffers of the reduce operator between activations, emptied, typed for
-/// `'static` borrows (see [`crate::recycle`]).
+/// The per-key buffers of the reduce operator between activations, typed for `'static`
+/// borrows (see [`crate::recycle`]): the history vectors and the scratch's vectors of borrowed
+/// items emptied, or let go when they hold room for a huge key's history.
 struct Spare<V: Data, V2, T, R, R2> {
     scratch: KeyScratch<'static, V, V2, T, R, R2>,
     input_history: Vec<(Ref<'static, V>, T, R)>,

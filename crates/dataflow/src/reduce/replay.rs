@@ -52,7 +52,8 @@ impl<V: Data, V2, T, R, R2> Default for ReplayScratch<'_, V, V2, T, R, R2> {
 }
 
 impl<V: Data, V2, T, R, R2> ReplayScratch<'_, V, V2, T, R, R2> {
-    /// The same buffers, for borrows of another lifetime (see [`crate::recycle`]).
+    /// The same buffers for borrows of another lifetime (see [`crate::recycle`]); only the
+    /// vectors of borrowed items are emptied.
     pub(crate) fn recycle<'b>(self) -> ReplayScratch<'b, V, V2, T, R, R2> {
         ReplayScratch {
             passed_input: recycle(self.passed_input),

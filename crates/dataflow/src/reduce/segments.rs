@@ -97,6 +97,17 @@ impl<W, T, R> Default for Buckets<W, T, R> {
     }
 }
 
+impl<W, T, R> Buckets<W, T, R> {
+    /// The same buffers for items of another lifetime (see [`crate::recycle`]).
+    fn recycle<W2>(self) -> Buckets<W2, T, R> {
+        Buckets {
+            updates: recycle(self.updates),
+            starts: self.starts,
+            beyond: recycle(self.beyond),
+        }
+    }
+}
+
 impl<W: Clone, T: Time, R: Clone> Buckets<W, T, R> {
     /// Buckets `history` (each time at or after `times[0]`); `false` if some update before
     /// `upper` lies outside its segment's bounds. `ids`, `order` and `next_free` are scratch.
@@ -244,14 +255,11 @@ impl<V: Data, V2, T, R, R2> Default for SegmentScratch<'_, V, V2, T, R, R2> {
 }
 
 impl<V: Data, V2, T, R, R2> SegmentScratch<'_, V, V2, T, R, R2> {
-    /// The same buffers, for borrows of another lifetime (see [`crate::recycle`]).
+    /// The same buffers for borrows of another lifetime (see [`crate::recycle`]); only the
+    /// vectors of borrowed items are emptied.
     pub(crate) fn recycle<'b>(self) -> SegmentScratch<'b, V, V2, T, R, R2> {
         SegmentScratch {
-            input: Buckets {
-                updates: recycle(self.input.updates),
-                starts: self.input.starts,
-                beyond: recycle(self.input.beyond),
-            },
+            input: self.input.recycle(),
             output: self.output,
             ids: self.ids,
             order: self.order,

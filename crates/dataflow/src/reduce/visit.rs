@@ -95,7 +95,8 @@ impl<V: Data, V2, R, R2> Default for Sums<'_, V, V2, R, R2> {
 }
 
 impl<V: Data, V2, R, R2> Sums<'_, V, V2, R, R2> {
-    /// The same buffers, for borrows of another lifetime (see [`crate::recycle`]).
+    /// The same buffers for borrows of another lifetime (see [`crate::recycle`]); only the
+    /// vectors of borrowed items are emptied.
     pub(crate) fn recycle<'b>(self) -> Sums<'b, V, V2, R, R2> {
         Sums {
             input: recycle(self.input),
