@@ -148,7 +148,7 @@ impl<U: Update> Builder<U> {
 
     /// Opens value `val` of `key`, which must come after everything pushed so far, for
     /// [`Builder::push_to_val`] to fill (with at least one update; merges copy a value from an
-    /// input with [`Builder::extend_val`]).
+    /// input with `extend_val`).
     #[inline]
     pub fn open_val(&mut self, key: Ref<'_, U::Key>, val: Ref<'_, U::Val>) {
         let new_key = self.is_new_key(key);
