@@ -231,6 +231,22 @@ const PLAIN_CHECK_AFTER: usize = 1024;
 /// higher.
 const DICTIONARY_PAIRS_MAX: usize = 1 << 14;
 
+/// Turns `push`, which takes owned pairs, into a callback taking borrowed ones: each is copied
+/// into one owned time and diff kept across calls (`copy_from`), so that pairs whose items own
+/// memory do not allocate one by one.
+fn owning<'s, T: Time, R: Semigroup>(
+    mut push: impl FnMut(&T, &R),
+) -> impl FnMut(Ref<'s, T>, Ref<'s, R>) {
+    let (mut time, mut diff) = (None::<T>, None::<R>);
+    move |t, d| {
+        let time = time.get_or_insert_with(|| T::into_owned(t));
+        time.copy_from(t);
+        let diff = diff.get_or_insert_with(|| R::into_owned(d));
+        diff.copy_from(d);
+        push(time, diff);
+    }
+}
+
 impl<T: Time, R: Semigroup> HistoriesBuilder<T, R> {
     /// The number of updates pushed.
     #[inline(always)]
@@ -309,14 +325,7 @@ impl<T: Time, R: Semigroup> HistoriesBuilder<T, R> {
                 Stage::Dictionary => false,
             };
         if !bulk {
-            let (mut time, mut diff) = (None::<T>, None::<R>);
-            source.for_each_in(range, |t, d| {
-                let time = time.get_or_insert_with(|| T::into_owned(t));
-                time.copy_from(t);
-                let diff = diff.get_or_insert_with(|| R::into_owned(d));
-                diff.copy_from(d);
-                self.push(time, diff);
-            });
+            source.for_each_in(range, owning(|time, diff| self.push(time, diff)));
             return;
         }
         let (times, diffs) = (source.times.borrow(), source.diffs.borrow());
@@ -422,13 +431,9 @@ impl<T: Time, R: Semigroup> HistoriesBuilder<T, R> {
         self.stage = Stage::Dictionary;
         {
             let (plain_times, plain_diffs) = (times.borrow(), diffs.borrow());
-            let (mut time, mut diff) = (None::<T>, None::<R>);
+            let mut push = owning(|time, diff| self.push_to_dictionary(time, diff));
             for update in 0..plain_times.len() {
-                let time = time.get_or_insert_with(|| T::into_owned(plain_times.get(update)));
-                time.copy_from(plain_times.get(update));
-                let diff = diff.get_or_insert_with(|| R::into_owned(plain_diffs.get(update)));
-                diff.copy_from(plain_diffs.get(update));
-                self.push_to_dictionary(time, diff);
+                push(plain_times.get(update), plain_diffs.get(update));
             }
         }
         self.spare = (times, diffs);
