@@ -25,11 +25,11 @@
 //! Keeping them *instead of* the traces is another matter, where nobody else reads the
 //! arrangements (a reduction of a collection): with each key's histories held by the operator
 //! in columns found through a hash of the key, there is no input batcher, no merges in either
-//! trace and no lookups. A prototype (branch `proto/hashed-reduce`) runs bfs on 1k/2k with 33%
-//! fewer instructions at 1 update per step and 17% fewer at 1,000, but 2% more at 10,000
-//! (long histories are rewritten as they grow), and on 1m/10m its state (times stored plainly,
-//! garbage collected at twice the live size) peaks at 0.96 times differential's heap, where
-//! this operator stays near half.
+//! trace and no lookups. A prototype (branch `proto/hashed-reduce`) runs bfs on 1k/2k with 29%
+//! to 33% fewer instructions at 1 update per step and 10% to 17% fewer at 1,000, but 2% to 9%
+//! more at 10,000 (long histories are rewritten as they grow, and every update is hashed and
+//! sorted by hash); on 1m/10m its state (times stored plainly) peaks at 0.78 to 0.96 times
+//! differential's heap, where this operator stays near half.
 
 mod chain;
 mod key;
