@@ -4,7 +4,7 @@
 use crate::changes::{read_changes, InputError, Node};
 use crate::computation::Computation;
 use crate::generator::GraphSpec;
-use crate::run::{run, Cluster, RunOptions};
+use crate::run::{run, Cluster, ProgressMode, RunOptions};
 use crate::source::Source;
 use clap::{ArgAction, Args, Parser, Subcommand};
 use ripple_dataflow::RippleConfig;
@@ -116,6 +116,10 @@ pub struct RunArgs {
     /// File whose first `processes` lines are the processes' `host:port` addresses.
     #[arg(short = 'h', long, value_name = "FILE")]
     pub hostfile: Option<PathBuf>,
+    /// When workers tell each other of their progress: as soon as it is made (eager), or once
+    /// it could unblock another worker (demand, timely's default). Never changes the output.
+    #[arg(long, value_enum, default_value_t = ProgressMode::Eager)]
+    pub progress_mode: ProgressMode,
     /// Print help (see more with '--help').
     #[arg(long, action = ArgAction::Help)]
     pub help: Option<bool>,
@@ -168,6 +172,7 @@ impl RunArgs {
             workers: self.workers as usize,
             process: self.process as usize,
             hosts,
+            progress_mode: self.progress_mode,
         })
     }
 

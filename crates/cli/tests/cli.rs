@@ -122,13 +122,14 @@ fn bad_input_is_reported_with_its_line() {
 
 #[test]
 fn bad_arguments_exit_with_2() {
-    let cases: [&[&str]; 7] = [
+    let cases: [&[&str]; 8] = [
         &["bfs", "--batch", "0"],
         &["bfs", "--nodes", "0"],
         &["bfs", "--edges", "0"],
         &["bfs", "--input", "x.csv", "--nodes", "5"],
         &["bfs", "-n", "2", "-p", "2"],
         &["bfs", "--roots", "1,x"],
+        &["bfs", "--progress-mode", "lazy"],
         &["pagerank"],
     ];
     for args in cases {
@@ -174,6 +175,7 @@ fn summaries_do_not_depend_on_batching_or_workers() {
             &["--batch", "7"][..],
             &["-w", "2"],
             &["--batch", "1000", "-w", "3"],
+            &["--batch", "7", "-w", "2", "--progress-mode", "demand"],
         ] {
             let args: Vec<&str> = base.iter().chain(extra).copied().collect();
             assert_eq!(summary_checksum(&args), first, "{args:?}");

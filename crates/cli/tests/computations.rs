@@ -11,7 +11,7 @@ use rand::{Rng, SeedableRng};
 use ripple_cli::changes::{read_changes, Edge, EdgeChange, Node};
 use ripple_cli::computation::{Computation, Value};
 use ripple_cli::output::Row;
-use ripple_cli::run::{run, Cluster, RunOptions};
+use ripple_cli::run::{run, Cluster, ProgressMode, RunOptions};
 use ripple_cli::source::Source;
 use ripple_dataflow::RippleConfig;
 use ripple_updates::consolidate::consolidate_triples;
@@ -170,12 +170,21 @@ fn run_ripple(
     batch: u64,
     workers: usize,
 ) -> Vec<Row> {
+    run_ripple_on(computation, source, batch, Cluster::local(workers))
+}
+
+fn run_ripple_on(
+    computation: Computation,
+    source: &Arc<Source>,
+    batch: u64,
+    cluster: Cluster,
+) -> Vec<Row> {
     let buffer = Shared::default();
     let options = RunOptions {
         computation,
         roots: ROOTS.to_vec(),
         batch,
-        cluster: Cluster::local(workers),
+        cluster,
         progress: false,
         config: RippleConfig::default(),
     };
@@ -330,5 +339,15 @@ fn generated_runs_agree_across_batches_and_workers() {
                 "{computation:?} batch {batch}, {workers} workers"
             );
         }
+        // Progress held back until it matters cuts rounds differently, never the output.
+        let demand = Cluster {
+            progress_mode: ProgressMode::Demand,
+            ..Cluster::local(2)
+        };
+        assert_eq!(
+            run_ripple_on(computation, &source, 10, demand),
+            first,
+            "{computation:?} batch 10, 2 workers, progress on demand"
+        );
     }
 }
