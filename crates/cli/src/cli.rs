@@ -118,7 +118,7 @@ pub struct RunArgs {
     pub hostfile: Option<PathBuf>,
     /// When workers tell each other of their progress: as soon as it is made (eager), or once
     /// it could unblock another worker (demand, timely's default). Never changes the output.
-    #[arg(long, value_enum, default_value_t = ProgressMode::Eager)]
+    #[arg(long, value_enum, default_value_t)]
     pub progress_mode: ProgressMode,
     /// Print help (see more with '--help').
     #[arg(long, action = ArgAction::Help)]
