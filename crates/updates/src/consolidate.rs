@@ -5,16 +5,15 @@
 //!   integers, tuples of integers, `Product` times). Copying such an update out of its columns
 //!   is a few register moves, and sorting a `Vec` of rows in place is the fastest sort there is.
 //!   This is the common case in graphs, and the case where per-record column access made the
-//!   columnar merge batcher of the seed lose 4-6x. A radix sort does not beat it here: on
-//!   500,000 rows shaped like bfs's (`u32` key and value, `Product<u64, u32>` time, `i64` diff;
-//!   keys below 10^6, about 50 significant bits in all), the comparison sort took 19-21 ms,
-//!   an LSD radix sort over the packed significant bits (7 byte passes scattering whole rows)
-//!   30-40 ms, a sort of `(packed key, index)` pairs followed by a gather 19-30 ms, and a
-//!   comparison sort by the packed key 35 ms (a standalone measurement, not kept). Inputs
-//!   made of a few sorted runs (a third of the rows bfs forms on 1k/2k at 1,000 updates per
-//!   step have at most one descent per 32 rows) are not worth detecting: a stable sort,
-//!   which merges such runs, cut 0.3% of the instructions and ran no faster (medians of 6,
-//!   alternating).
+//!   columnar merge batcher of the seed lose 4-6x. Rows keyed by a primitive integer are sorted
+//!   by a radix sort on the key's bytes, then by value and time within each key
+//!   ([`crate::radix`]); other rows by a comparison sort. Spreading *all* of a row's
+//!   significant bits over radix passes does not pay: on 500,000 rows shaped like bfs's, seven
+//!   byte passes scattering whole rows took 30-40 ms against the comparison sort's 19-21 ms (a
+//!   standalone measurement, not kept). Inputs made of a few sorted runs (a third of the rows
+//!   bfs forms on 1k/2k at 1,000 updates per step have at most one descent per 32 rows) are
+//!   not worth detecting: a stable sort, which merges such runs, cut 0.3% of the instructions
+//!   and ran no faster (medians of 6, alternating).
 //! - **Columns** ([`consolidate_columns`]), for everything else (`String`, `Vec<u8>`, ...):
 //!   sort a permutation of indices by comparing borrowed items in place, then gather. Nothing is
 //!   cloned per record. `String` keys sort by an integer of their bytes past the prefix all keys
@@ -24,6 +23,7 @@
 
 use crate::columns::{Updates, UpdatesView};
 use crate::diff::Semigroup;
+use crate::radix::sort_by_integer_key;
 use crate::update::{Row, Update};
 use columnar::{Columnar, ContainerOf, Index, Strings};
 use std::any::Any;
@@ -39,14 +39,31 @@ pub const fn rows_are_plain<U: Update>() -> bool {
 
 /// Sorts `rows` by `(key, val, time)`, sums the diffs of equal triples and drops zero sums.
 pub fn consolidate_rows<U: Update>(rows: &mut Vec<Row<U>>) {
-    rows.sort_unstable_by(|a, b| (&a.0, &a.1, &a.2).cmp(&(&b.0, &b.1, &b.2)));
+    sort_rows::<U>(rows);
     consolidate_sorted_rows::<U>(rows);
 }
 
 /// Like [`consolidate_rows`], in descending `(key, val, time)` order.
 pub fn consolidate_rows_descending<U: Update>(rows: &mut Vec<Row<U>>) {
-    rows.sort_unstable_by(|a, b| (&b.0, &b.1, &b.2).cmp(&(&a.0, &a.1, &a.2)));
+    if sort_by_integer_key(rows, |row| &row.0, cmp_val_time::<U>) {
+        rows.reverse();
+    } else {
+        rows.sort_unstable_by(|a, b| (&b.0, &b.1, &b.2).cmp(&(&a.0, &a.1, &a.2)));
+    }
     consolidate_sorted_rows::<U>(rows);
+}
+
+/// Sorts `rows` by `(key, val, time)`: rows keyed by a primitive integer by a radix sort on the
+/// key (see [`crate::radix`]), others by a comparison sort.
+fn sort_rows<U: Update>(rows: &mut Vec<Row<U>>) {
+    if !sort_by_integer_key(rows, |row| &row.0, cmp_val_time::<U>) {
+        rows.sort_unstable_by(|a, b| (&a.0, &a.1, &a.2).cmp(&(&b.0, &b.1, &b.2)));
+    }
+}
+
+/// The order of two rows of the same key.
+fn cmp_val_time<U: Update>(a: &Row<U>, b: &Row<U>) -> Ordering {
+    (&a.1, &a.2).cmp(&(&b.1, &b.2))
 }
 
 /// Like [`consolidate_rows`], for rows already sorted by `(key, val, time)`, ascending or
@@ -460,6 +477,35 @@ mod tests {
             let mut consolidated = rows.clone();
             consolidate_rows::<U>(&mut consolidated);
             prop_assert_eq!(consolidated, reference(&rows));
+        }
+
+        /// Keys spread over three bytes (radix passes that are not skipped) and negative keys,
+        /// both directions, and tuple keys, which take the comparison sort.
+        #[test]
+        fn rows_of_every_key_kind_match_reference(
+            rows in proptest::collection::vec((0u32..70_000, 0u64..3, 0u64..4, -2i64..3), 0..300),
+            signed in proptest::collection::vec((-40i64..40, 0u64..3, 0u64..4, -2i64..3), 0..300),
+        ) {
+            type U = (u32, u64, u64, i64);
+            let mut ascending = rows.clone();
+            consolidate_rows::<U>(&mut ascending);
+            prop_assert_eq!(&ascending, &reference(&rows));
+            let mut descending = rows.clone();
+            consolidate_rows_descending::<U>(&mut descending);
+            descending.reverse();
+            prop_assert_eq!(&descending, &ascending);
+
+            type S = (i64, u64, u64, i64);
+            let mut consolidated = signed.clone();
+            consolidate_rows::<S>(&mut consolidated);
+            prop_assert_eq!(consolidated, reference(&signed));
+
+            type P = ((u32, u32), u64, u64, i64);
+            let pairs: Vec<((u32, u32), u64, u64, i64)> =
+                rows.iter().map(|(k, v, t, r)| ((k % 7, k % 5), *v, *t, *r)).collect();
+            let mut consolidated = pairs.clone();
+            consolidate_rows::<P>(&mut consolidated);
+            prop_assert_eq!(consolidated, reference(&pairs));
         }
 
         /// Also on input already sorted, with or without equal neighbours (the pass that finds

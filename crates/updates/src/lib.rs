@@ -17,6 +17,7 @@ pub mod columns;
 pub mod consolidate;
 pub mod diff;
 pub mod lattice;
+pub mod radix;
 pub mod search;
 pub mod strings;
 pub mod update;
