@@ -5,7 +5,7 @@
 //! the whole run's output sorted by time then value, whatever the batching and the workers.
 
 use crate::computation::{Computation, Value};
-use ripple_updates::consolidate::consolidate_triples;
+use ripple_updates::consolidate::consolidate_owned_triples;
 use std::io::Write;
 
 /// One output change: `(value, time, diff)`.
@@ -75,7 +75,7 @@ impl OutputSink {
             rows.drain(..)
                 .map(|(value, time, diff)| (time, value, diff)),
         );
-        consolidate_triples(&mut by_time);
+        consolidate_owned_triples(&mut by_time);
         let result = self.emit(&by_time);
         self.by_time = by_time;
         result

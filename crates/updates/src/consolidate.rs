@@ -377,6 +377,25 @@ pub fn consolidate_pairs<I: Ord, R: Semigroup>(pairs: &mut Vec<(I, R)>) {
 pub fn consolidate_triples<I: Ord, T: Ord, R: Semigroup>(triples: &mut Vec<(I, T, R)>) {
     // Equal pairs are summed, so their order does not matter.
     triples.sort_unstable_by(|a, b| (&a.0, &a.1).cmp(&(&b.0, &b.1)));
+    sum_sorted_triples(triples);
+}
+
+/// [`consolidate_triples`] for owned triples, sorted by a radix sort on the item when it is a
+/// primitive integer (see [`crate::radix`]): the `ripple` command's output, by time, each step.
+pub fn consolidate_owned_triples<I, T, R>(triples: &mut Vec<(I, T, R)>)
+where
+    I: Ord + Clone + 'static,
+    T: Ord + Clone,
+    R: Semigroup,
+{
+    if !sort_by_integer_key(triples, |triple| &triple.0, |a, b| a.1.cmp(&b.1)) {
+        triples.sort_unstable_by(|a, b| (&a.0, &a.1).cmp(&(&b.0, &b.1)));
+    }
+    sum_sorted_triples(triples);
+}
+
+/// Adds up the diffs of neighbouring triples with equal items and times and drops zero sums.
+fn sum_sorted_triples<I: Eq, T: Eq, R: Semigroup>(triples: &mut Vec<(I, T, R)>) {
     let mut kept = 0;
     for index in 0..triples.len() {
         if kept > 0
@@ -561,6 +580,17 @@ mod tests {
             let mut by_rows = rows.clone();
             consolidate_rows::<U>(&mut by_rows);
             prop_assert_eq!(by_columns.to_rows(), by_rows);
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn owned_triples_match_borrowed_path(triples in proptest::collection::vec((0u64..100, 0u8..4, -2i64..3), 0..200)) {
+            let mut owned = triples.clone();
+            consolidate_owned_triples(&mut owned);
+            let mut plain = triples;
+            consolidate_triples(&mut plain);
+            prop_assert_eq!(owned, plain);
         }
     }
 
