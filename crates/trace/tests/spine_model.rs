@@ -170,8 +170,8 @@ fn seeks_at(
 
 /// Runs `steps` on times made by `time_of` from a counter (totally ordered here; see the
 /// product-time test below).
-fn run(steps: Vec<Step>, effort: usize, probes: Vec<u64>) -> Result<(), TestCaseError> {
-    let mut spine = Spine::<(u64, u64, u64, i64)>::new(SpineConfig { effort });
+fn run(steps: Vec<Step>, config: SpineConfig, probes: Vec<u64>) -> Result<(), TestCaseError> {
+    let mut spine = Spine::<(u64, u64, u64, i64)>::new(config);
     let mut model: Vec<(u64, u64, u64, i64)> = Vec::new();
     let (mut upper, mut logical, mut physical) = (0u64, 0u64, 0u64);
     let mut probes = probes;
@@ -287,9 +287,10 @@ proptest! {
     fn spine_matches_model(
         steps in proptest::collection::vec(step(), 1..40),
         effort in prop_oneof![Just(1usize), Just(4), Just(100)],
+        compaction_min in prop_oneof![Just(1usize), Just(16), Just(usize::MAX)],
         probes in proptest::collection::vec(0u64..14, 0..8),
     ) {
-        run(steps, effort, probes)?;
+        run(steps, SpineConfig { effort, compaction_min }, probes)?;
     }
 }
 
@@ -347,7 +348,10 @@ proptest! {
 /// the levels below it: the collapse must finish that merge, not drop its inputs.
 #[test]
 fn collapse_completes_merges_in_progress() {
-    let mut spine = Spine::<(u64, u64, u64, i64)>::new(SpineConfig { effort: 1 });
+    let mut spine = Spine::<(u64, u64, u64, i64)>::new(SpineConfig {
+        effort: 1,
+        compaction_min: usize::MAX,
+    });
     let mut model = Vec::new();
     for (time, count) in [(0u64, 16u64), (1, 16), (2, 17)] {
         let rows: Vec<_> = (0..count).map(|k| (k, time, time, 1)).collect();
@@ -421,12 +425,22 @@ fn product_times_compact_without_changing_readable_accumulations() {
     let mut runner = proptest::test_runner::TestRunner::new(ProptestConfig::with_cases(100));
     runner
         .run(
-            &proptest::collection::vec(
-                proptest::collection::vec((0u64..6, 0u64..2, 0u64..2, 0u32..3, -1i64..2), 0..16),
-                1..8,
+            &(
+                proptest::collection::vec(
+                    proptest::collection::vec(
+                        (0u64..6, 0u64..2, 0u64..2, 0u32..3, -1i64..2),
+                        0..16,
+                    ),
+                    1..8,
+                ),
+                any::<bool>(),
             ),
-            |rounds| {
-                let mut spine = Spine::<(u64, u64, P, i64)>::new(SpineConfig { effort: 2 });
+            |(rounds, whole)| {
+                let compaction_min = if whole { 4 } else { usize::MAX };
+                let mut spine = Spine::<(u64, u64, P, i64)>::new(SpineConfig {
+                    effort: 2,
+                    compaction_min,
+                });
                 let mut model: Vec<(u64, u64, P, i64)> = Vec::new();
                 let mut upper = 0u64;
                 for (index, updates) in rounds.iter().enumerate() {
@@ -480,4 +494,69 @@ fn product_times_compact_without_changing_readable_accumulations() {
             },
         )
         .unwrap();
+}
+
+/// Inside an iteration an update and its retraction at the same round of two outer times
+/// cancel once both outer times are complete. Merges within an outer time cannot advance its
+/// rounds' times, and the binary counter leaves the merged batches of past outer times in
+/// separate levels until later inserts merge them; a whole compaction, due each time the meet
+/// of the logical frontier moves (once per outer time here), collapses them at once.
+#[test]
+fn whole_compactions_collapse_finished_outer_times() {
+    type P = Product<u64, u32>;
+    type U = (u64, u64, P, i64);
+    let (keys, rounds) = (64u64, 4u32);
+    let held = |compaction_min: usize| {
+        let mut spine = Spine::<U>::new(SpineConfig {
+            compaction_min,
+            ..SpineConfig::default()
+        });
+        let mut model: Vec<U> = Vec::new();
+        for step in 0..40u64 {
+            for round in 0..rounds {
+                // Each key's value at this round becomes `step`, retracting the last step's.
+                let time = Product::new(step, round);
+                let mut rows: Vec<U> = (0..keys).map(|k| (k, step, time, 1)).collect();
+                if step > 0 {
+                    rows.extend((0..keys).map(|k| (k, step - 1, time, -1)));
+                }
+                model.extend(rows.iter().cloned());
+                let next_step = Product::new(step + 1, 0);
+                let staircase = |round: u32| {
+                    if round == 0 {
+                        Antichain::from_elem(Product::new(step, 0))
+                    } else if round == rounds {
+                        Antichain::from_elem(next_step)
+                    } else {
+                        Antichain::from(vec![Product::new(step, round), next_step])
+                    }
+                };
+                let upper = staircase(round + 1);
+                spine.insert(build(
+                    rows,
+                    Description::new(staircase(round), upper.clone()),
+                ));
+                spine.set_logical_compaction(upper.borrow());
+                spine.set_physical_compaction(upper.borrow());
+                spine.check_invariants();
+            }
+            for round in 0..=rounds {
+                let time = Product::new(step + 1, round);
+                assert_eq!(
+                    spine.snapshot().accumulate_at(&time),
+                    model_at(&model, &time)
+                );
+            }
+        }
+        spine.len()
+    };
+    let whole = held(1);
+    let counter_only = held(usize::MAX);
+    // Right after a whole compaction only the live values remain, one per key and round; the
+    // counter alone still holds the previous outer time's updates and their retractions.
+    assert_eq!(whole, (keys * u64::from(rounds)) as usize);
+    assert!(
+        counter_only >= 2 * whole,
+        "the counter alone holds {counter_only} updates, against {whole}"
+    );
 }
