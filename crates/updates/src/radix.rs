@@ -20,7 +20,7 @@
 //! copy shows in the peak heap of the 512 KiB mixed cycle: 1.06x differential's, from 1.00x.
 //!
 //! Rust has no specialisation, so the key types that qualify are found by [`TypeId`] at
-//! compile time: each qualifying type gets its own instance of [`sort_by_key_image`], in which
+//! compile time: each qualifying type gets its own instance of the sort, in which
 //! the downcast from the generic key is a constant check that the optimiser removes.
 
 use std::any::{Any, TypeId};
