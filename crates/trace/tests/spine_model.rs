@@ -548,6 +548,16 @@ fn whole_compactions_collapse_finished_outer_times() {
                 );
             }
         }
+        // The last step's compaction waits for a batch beyond it: the next step's first round.
+        let waiting = spine.len();
+        let next = Antichain::from(vec![Product::new(40, 1), Product::new(41, 0)]);
+        spine.insert(build(
+            Vec::new(),
+            Description::new(Antichain::from_elem(Product::new(40, 0)), next.clone()),
+        ));
+        spine.set_physical_compaction(next.borrow());
+        spine.check_invariants();
+        assert!(spine.len() <= waiting);
         spine.len()
     };
     let whole = held(1);
