@@ -281,7 +281,10 @@ impl<U: Update> Spine<U> {
         };
         // Not before a batch beyond the meet has come: what is compacted is read only by the
         // next outer step, and a trace that takes no more (the end of a run) has no use for it.
-        if PartialOrder::less_equal(&self.upper.borrow(), &AntichainRef::new(&[moved.clone()])) {
+        if PartialOrder::less_equal(
+            &self.upper.borrow(),
+            &AntichainRef::new(std::slice::from_ref(moved)),
+        ) {
             return;
         }
         self.compact();
