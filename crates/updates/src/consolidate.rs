@@ -45,11 +45,8 @@ pub fn consolidate_rows<U: Update>(rows: &mut Vec<Row<U>>) {
 
 /// Like [`consolidate_rows`], in descending `(key, val, time)` order.
 pub fn consolidate_rows_descending<U: Update>(rows: &mut Vec<Row<U>>) {
-    if sort_by_integer_key(rows, |row| &row.0, cmp_val_time::<U>) {
-        rows.reverse();
-    } else {
-        rows.sort_unstable_by(|a, b| (&b.0, &b.1, &b.2).cmp(&(&a.0, &a.1, &a.2)));
-    }
+    sort_rows::<U>(rows);
+    rows.reverse();
     consolidate_sorted_rows::<U>(rows);
 }
 

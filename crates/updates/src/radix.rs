@@ -122,19 +122,10 @@ fn sort_by_key_image<R: Clone>(
         }
         std::mem::swap(rows, &mut scratch);
     }
-    let mut start = 0;
-    while start < rows.len() {
-        let bits = image(&rows[start]);
-        let end = start
-            + 1
-            + rows[start + 1..]
-                .iter()
-                .take_while(|row| image(row) == bits)
-                .count();
-        if end - start > 1 {
-            rows[start..end].sort_unstable_by(&rest);
+    for run in rows.chunk_by_mut(|a, b| image(a) == image(b)) {
+        if run.len() > 1 {
+            run.sort_unstable_by(&rest);
         }
-        start = end;
     }
 }
 
