@@ -100,11 +100,11 @@ pub(crate) fn reduce_key<'a, V, V2, T, R, R2, L, E, D>(
     let partial = has_incomparable(visit.history, visit.output, times)
         || !is_totally_ordered(visit.history, visit.output, times, &mut scratch.all_times);
     if partial {
-        // Usually the times to examine still form a chain (see `super::chain`); long
-        // histories sort only the stretches that can change (`super::segments`).
+        // Usually the times to examine still form a chain (see `super::chain`); histories
+        // that are not short sort only the stretches that can change (`super::segments`).
         let (new_times, sums) = (&scratch.times, &mut scratch.sums);
         let history_len = visit.history.len() + visit.output.len();
-        let swept = if segments_pay(history_len, new_times.len()) {
+        let swept = if segments_pay(history_len) {
             segmented_key(
                 visit,
                 new_times,

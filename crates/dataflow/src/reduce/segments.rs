@@ -1,4 +1,4 @@
-//! The chain sweep for keys with long histories: only the stretches where the output can
+//! The chain sweep for keys whose histories are not short: only the stretches where the output can
 //! change are put in time order.
 //!
 //! In an iteration over big steps a key's history holds the changes of the step's earlier
@@ -51,29 +51,27 @@ use std::ops::Range;
 /// Whether a key's visit takes the segmented sweep ([`segments_pay_at`]); in this crate's unit
 /// tests every non-empty history does, so the interval-by-interval checks of `reduce_key` run
 /// it, while the full sweep keeps its own tests and the integration tests.
-pub(crate) fn segments_pay(history_len: usize, new_times: usize) -> bool {
+pub(crate) fn segments_pay(history_len: usize) -> bool {
     if cfg!(test) {
         return history_len > 0;
     }
-    segments_pay_at(history_len, new_times)
+    segments_pay_at(history_len)
 }
 
-/// Whether histories (input and output together) of `history_len` updates with `new_times` new
-/// times take the segmented sweep: at 128 updates or more, or at 64 or more with 4 new times
-/// or more.
+/// Whether histories (input and output together) of `history_len` updates take the segmented
+/// sweep: at 32 updates or more.
 ///
-/// Shorter histories shrink a lot when consolidated (bfs on 1k/2k at 1,000 updates per step:
-/// from 24 input updates to 8), which the full sweep's sort does and this sweep does only in
-/// part (it adds up the neighbours that joining makes equal): there, taking every history of
-/// 64 updates or more ran 2.5% slower than the full sweep alone and 128 within noise of it
-/// (medians of 5); at 10,000 per step either bound takes 13% or more off the time, and 17% at
-/// 100,000. What tells the two apart at 64 to 128 updates is the number of new times, which
-/// make the segments to skip: few at 1,000 per step, more at 10,000. With the second
-/// condition, 10,000 per step took 2.7% less time than with 128 alone (medians of 6) and 1,000
-/// per step the same (medians of 4). Once the sweep added up neighbours, bounds of 32 or 16
-/// updates and 2 or 8 new times measured within noise of these at 1,000 and 10,000 per step.
-fn segments_pay_at(history_len: usize, new_times: usize) -> bool {
-    history_len >= 128 || (history_len >= 64 && new_times >= 4)
+/// Shorter histories shrink a lot when consolidated, which the full sweep's sort does and this
+/// sweep does only in part (it adds up the neighbours that joining makes equal). The bound was
+/// 128 updates, or 64 with 4 new times or more, until whole compactions in the spine shortened
+/// the histories of past steps and left mostly the current step's, which this sweep skips
+/// where nothing new happened. Then, on bfs 1k/2k (medians of 3 to 4, one binary switched by a
+/// variable, alternating), 32 updates against the old bound: +2.5% at 1,000 updates per step
+/// (82,799 against 80,690 updates/s), +2.3% at 10,000, within noise at 10, 100 and 100,000.
+/// Every history (a bound of 0) gained 3.5% at 1,000 but lost 3% at 100; 8 and 16 lost 1% to
+/// 4% at 100.
+fn segments_pay_at(history_len: usize) -> bool {
+    history_len >= 32
 }
 
 /// One side's updates (input or output history) grouped by segment.
@@ -303,7 +301,7 @@ impl<'a, V: Data, V2: Data, T: Time, R: Semigroup, R2: Semigroup + Abelian>
     }
 }
 
-/// As [`super::chain::chain_key`], for long histories; `due` are the key's deferred times due
+/// As [`super::chain::chain_key`], for histories that are not short (see [`segments_pay`]); `due` are the key's deferred times due
 /// in this interval (among `times`, in any order). The histories are left joined with the
 /// least new time, the neighbours that joining makes equal added up (zero sums dropped), in
 /// their order otherwise: neither sorted nor fully consolidated.
@@ -582,12 +580,11 @@ mod tests {
     }
 
     #[test]
-    fn long_histories_or_many_new_times_take_segments() {
-        assert!(!segments_pay_at(127, 3));
-        assert!(segments_pay_at(128, 1));
-        assert!(!segments_pay_at(63, 100));
-        assert!(segments_pay_at(64, 4));
-        assert!(!segments_pay_at(100, 3));
+    fn histories_of_32_updates_or_more_take_segments() {
+        assert!(!segments_pay_at(0));
+        assert!(!segments_pay_at(31));
+        assert!(segments_pay_at(32));
+        assert!(segments_pay_at(1000));
     }
 
     proptest! {
