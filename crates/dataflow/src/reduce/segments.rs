@@ -1,5 +1,5 @@
-//! The chain sweep for keys whose histories are not short: only the stretches where the output can
-//! change are put in time order.
+//! The chain sweep for keys whose histories are not short: only the stretches where the output
+//! can change are put in time order.
 //!
 //! In an iteration over big steps a key's history holds the changes of the step's earlier
 //! rounds at thousands of outer times, all re-read at every round (1k/2k at 100,000 updates per
@@ -301,8 +301,8 @@ impl<'a, V: Data, V2: Data, T: Time, R: Semigroup, R2: Semigroup + Abelian>
     }
 }
 
-/// As [`super::chain::chain_key`], for histories that are not short (see [`segments_pay`]); `due` are the key's deferred times due
-/// in this interval (among `times`, in any order). The histories are left joined with the
+/// As [`super::chain::chain_key`], for histories that are not short (see [`segments_pay`]);
+/// `due` are the key's deferred times due in this interval (among `times`, in any order). The histories are left joined with the
 /// least new time, the neighbours that joining makes equal added up (zero sums dropped), in
 /// their order otherwise: neither sorted nor fully consolidated.
 pub(crate) fn segmented_key<'a, V, V2, T, R, R2, L, E, D>(
