@@ -13,7 +13,7 @@ use timely::dataflow::channels::pact::DistributorPact;
 use timely::dataflow::channels::pushers::exchange::Distributor;
 use timely::dataflow::channels::{Message, Stamp};
 
-/// Splits containers into one container per worker by `route(data) % peers`.
+/// Splits containers into one container per worker by [`worker_of`]`(route(data), peers)`.
 pub struct KeyDistributor<D: Data, T: Time, R: Semigroup, H> {
     buffers: Vec<UpdateContainer<D, T, R>>,
     /// Per worker, the positions in the container being split of the updates it gets.
@@ -45,7 +45,7 @@ where
         stamp: &Stamp<T2>,
         pushers: &mut [P],
     ) {
-        let peers = pushers.len() as u64;
+        let peers = pushers.len();
         let view = container.view();
         // Positions first, then each worker's updates copied column by column: one pass per
         // column is cheaper than pushing each update into every column in turn.
@@ -53,7 +53,7 @@ where
             positions.clear();
         }
         for index in 0..view.len() {
-            let target = ((self.route)(view.key(index)) % peers) as usize;
+            let target = worker_of((self.route)(view.key(index)), peers);
             self.positions[target].push(index as u32);
         }
         for (target, positions) in self.positions.iter().enumerate() {
@@ -101,11 +101,23 @@ where
     }
 }
 
-/// The pact that routes each update to worker `route(data) % peers`.
+/// The worker of `peers` that a routing hash picks. The hash is first multiplied by an odd
+/// constant, which carries its low bits (where Fx puts the most entropy) up into the high
+/// ones, then scaled into `[0, peers)` by a multiplication that keeps the high bits. (A
+/// remainder was a 64-bit division per update: a third of the split's time in perf with 2
+/// workers.) Every pact and process must agree on it: this is the one place that maps hashes
+/// to workers.
+#[inline]
+pub fn worker_of(hash: u64, peers: usize) -> usize {
+    let mixed = hash.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    ((u128::from(mixed) * peers as u128) >> 64) as usize
+}
+
+/// The pact that routes each update to worker [`worker_of`]`(route(data), peers)`.
 pub type ExchangeByKey<D, T, R, H> =
     DistributorPact<Box<dyn FnOnce(usize) -> KeyDistributor<D, T, R, H>>>;
 
-/// The pact that routes each update to worker `route(data) % peers`.
+/// The pact that routes each update to worker [`worker_of`]`(route(data), peers)`.
 pub fn exchange_by<D, T, R, H>(route: H) -> ExchangeByKey<D, T, R, H>
 where
     D: Data,
@@ -114,4 +126,56 @@ where
     H: for<'a> FnMut(Ref<'a, D>) -> u64 + 'static,
 {
     DistributorPact(Box::new(move |peers| KeyDistributor::new(route, peers)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::worker_of;
+    use crate::hashing::ExchangeData;
+    use proptest::prelude::*;
+
+    /// The share of `keys` that each of `peers` workers gets.
+    fn shares(keys: impl Iterator<Item = u64>, peers: usize) -> Vec<f64> {
+        let mut counts = vec![0usize; peers];
+        let mut total = 0;
+        for hash in keys {
+            counts[worker_of(hash, peers)] += 1;
+            total += 1;
+        }
+        counts.iter().map(|c| *c as f64 / total as f64).collect()
+    }
+
+    /// Dense small keys, and keys that differ only in their high bits, spread evenly.
+    #[test]
+    fn keys_spread_evenly() {
+        for peers in [2, 3, 4, 7] {
+            let even = 1.0 / peers as f64;
+            let dense = shares(
+                (0..20_000u32).map(|k| <u32 as ExchangeData>::hash_ref(&k)),
+                peers,
+            );
+            let high = shares(
+                (0..20_000u64).map(|k| <u64 as ExchangeData>::hash_ref(&(k << 40))),
+                peers,
+            );
+            let pairs = shares(
+                (0..20_000u32)
+                    .map(|k| <(u32, u32) as ExchangeData>::hash_ref((&(k % 7), &(k / 7)))),
+                peers,
+            );
+            for share in dense.iter().chain(&high).chain(&pairs) {
+                assert!(
+                    (share - even).abs() < 0.1 * even,
+                    "{peers} workers: {dense:?} {high:?} {pairs:?}"
+                );
+            }
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn every_hash_has_a_worker(hash: u64, peers in 1usize..64) {
+            prop_assert!(worker_of(hash, peers) < peers);
+        }
+    }
 }
