@@ -133,8 +133,19 @@ impl<U: Update> Merge<U> {
         while !self.work(&mut fuel) {
             fuel = isize::MAX;
         }
-        let batch = self.builder.build(self.description);
-        (batch, self.builder)
+        let Self {
+            older,
+            newer,
+            mut builder,
+            description,
+            ..
+        } = self;
+        // The inputs go before the batch is built: building may copy the merged columns into
+        // exact allocations, and an input nobody else holds (the result of an earlier step of
+        // a fold) need not be alive beside both copies.
+        drop((older, newer));
+        let batch = builder.build(description);
+        (batch, builder)
     }
 }
 
