@@ -302,9 +302,10 @@ impl<'a, V: Data, V2: Data, T: Time, R: Semigroup, R2: Semigroup + Abelian>
 }
 
 /// As [`super::chain::chain_key`], for histories that are not short (see [`segments_pay`]);
-/// `due` are the key's deferred times due in this interval (among `times`, in any order). The histories are left joined with the
-/// least new time, the neighbours that joining makes equal added up (zero sums dropped), in
-/// their order otherwise: neither sorted nor fully consolidated.
+/// `due` are the key's deferred times due in this interval (among `times`, in any order). The
+/// histories are left joined with the least new time, the neighbours that joining makes equal
+/// added up (zero sums dropped), in their order otherwise: neither sorted nor fully
+/// consolidated.
 pub(crate) fn segmented_key<'a, V, V2, T, R, R2, L, E, D>(
     visit: &mut Visit<'_, 'a, V, V2, T, R, R2>,
     times: &[T],
