@@ -1,7 +1,8 @@
 //! The updates of one key on both sides of a join, and the product of the two.
 //!
 //! Every pair of updates `(v1, t1, r1)`, `(v2, t2, r2)` contributes `(v1, v2)` at `t1 ∨ t2`
-//! with diff `r1 * r2`. Small histories take the plain nested loop. Large ones are walked in
+//! with diff `r1 * r2`. Small histories take the nested loop, each pair of values' products
+//! added up by time before they leave (see [`nested_loop`]). Large ones are walked in
 //! time order: each update meets the *already passed* updates of the other side, and those
 //! passed updates are advanced to the frontier of the other side's remaining times and
 //! consolidated whenever they have grown by half (the frontier of every suffix is computed
@@ -12,7 +13,9 @@
 //! product of the histories.
 
 use columnar::Ref;
-use ripple_updates::consolidate::{consolidate_triples, consolidate_within_values};
+use ripple_updates::consolidate::{
+    consolidate_pairs, consolidate_triples, consolidate_within_values,
+};
 use ripple_updates::{Antichain, AntichainRef, Data, Semigroup, Time};
 
 /// Histories whose product is at most this large take the nested loop.
@@ -72,12 +75,15 @@ impl<'a, V: Data, T: Time, R: Semigroup> KeyHistory<'a, V, T, R> {
     }
 }
 
-/// Calls `emit(v1, v2, t1 ∨ t2, r1, r2)` for every pair of updates, or for an equivalent set of
-/// pairs whose passed side has been consolidated; returns the number of pairs visited.
-pub(crate) fn join_histories<'a, 'b, V1, V2, T, R1, R2>(
+/// Calls `emit(v1, v2, t, r)` for every pair of updates, or for an equivalent set of pairs:
+/// `t` is `t1 ∨ t2` and `r` the sum of `multiply(r1, r2)` over the pairs of those two values
+/// joined at `t`, never zero; returns the number of pairs visited. `pairs` is scratch.
+pub(crate) fn join_histories<'a, 'b, V1, V2, T, R1, R2, R3>(
     left: &mut KeyHistory<'a, V1, T, R1>,
     right: &mut KeyHistory<'b, V2, T, R2>,
-    emit: &mut impl FnMut(Ref<'a, V1>, Ref<'b, V2>, T, &R1, &R2),
+    multiply: &impl Fn(&R1, &R2) -> R3,
+    pairs: &mut Vec<(T, R3)>,
+    emit: &mut impl FnMut(Ref<'a, V1>, Ref<'b, V2>, T, R3),
 ) -> usize
 where
     V1: Data,
@@ -85,28 +91,68 @@ where
     T: Time,
     R1: Semigroup,
     R2: Semigroup,
+    R3: Semigroup,
 {
     if left.len().saturating_mul(right.len()) <= NESTED_LOOP_PRODUCT {
-        for (v1, t1, r1) in &left.updates {
-            for (v2, t2, r2) in &right.updates {
-                emit(
-                    left.vals[*v1 as usize],
-                    right.vals[*v2 as usize],
-                    t1.join(t2),
-                    r1,
-                    r2,
-                );
-            }
-        }
+        nested_loop(left, right, multiply, pairs, emit);
         return left.len() * right.len();
     }
-    walk_in_time_order(left, right, emit)
+    walk_in_time_order(left, right, multiply, emit)
 }
 
-fn walk_in_time_order<'a, 'b, V1, V2, T, R1, R2>(
+/// The product of two small histories, pairs of the same two values added up by time first.
+/// A value whose updates cancel before the other side's update (a depth that held from one
+/// outer time to another, against an edge added after both) meets it in pairs at one time
+/// with opposite diffs: consolidated here, they never reach the output. In bfs on 1k/2k at
+/// 1,000 updates per step that was 27% of the join's output (2.64M updates down to 1.93M;
+/// differential's join emits 1.91M, through an output builder that consolidates). The arrange
+/// behind the join took 18 ms less and the join 13 ms more, within noise in throughput there;
+/// at one update per step bfs ran 5% faster (medians of 3, alternating: 7,324 against 6,878
+/// updates/s) and on 1m/10m at 100,000 per step 1% to 3%.
+fn nested_loop<'a, 'b, V1, V2, T, R1, R2, R3>(
+    left: &KeyHistory<'a, V1, T, R1>,
+    right: &KeyHistory<'b, V2, T, R2>,
+    multiply: &impl Fn(&R1, &R2) -> R3,
+    pairs: &mut Vec<(T, R3)>,
+    emit: &mut impl FnMut(Ref<'a, V1>, Ref<'b, V2>, T, R3),
+) where
+    V1: Data,
+    V2: Data,
+    T: Time,
+    R1: Semigroup,
+    R2: Semigroup,
+    R3: Semigroup,
+{
+    // Histories come grouped by value (from a cursor, or advanced within values), so each
+    // run of one value meets each run of the other once.
+    for lefts in left.updates.chunk_by(|a, b| a.0 == b.0) {
+        let v1 = left.vals[lefts[0].0 as usize];
+        for rights in right.updates.chunk_by(|a, b| a.0 == b.0) {
+            let v2 = right.vals[rights[0].0 as usize];
+            if lefts.len() == 1 && rights.len() == 1 {
+                let ((_, t1, r1), (_, t2, r2)) = (&lefts[0], &rights[0]);
+                emit(v1, v2, t1.join(t2), multiply(r1, r2));
+                continue;
+            }
+            pairs.clear();
+            for (_, t1, r1) in lefts {
+                for (_, t2, r2) in rights {
+                    pairs.push((t1.join(t2), multiply(r1, r2)));
+                }
+            }
+            consolidate_pairs(pairs);
+            for (time, diff) in pairs.drain(..) {
+                emit(v1, v2, time, diff);
+            }
+        }
+    }
+}
+
+fn walk_in_time_order<'a, 'b, V1, V2, T, R1, R2, R3>(
     left: &mut KeyHistory<'a, V1, T, R1>,
     right: &mut KeyHistory<'b, V2, T, R2>,
-    emit: &mut impl FnMut(Ref<'a, V1>, Ref<'b, V2>, T, &R1, &R2),
+    multiply: &impl Fn(&R1, &R2) -> R3,
+    emit: &mut impl FnMut(Ref<'a, V1>, Ref<'b, V2>, T, R3),
 ) -> usize
 where
     V1: Data,
@@ -114,6 +160,7 @@ where
     T: Time,
     R1: Semigroup,
     R2: Semigroup,
+    R3: Semigroup,
 {
     left.updates.sort_by(|a, b| a.1.cmp(&b.1));
     right.updates.sort_by(|a, b| a.1.cmp(&b.1));
@@ -137,8 +184,7 @@ where
                     left.vals[*v1 as usize],
                     right.vals[*v2 as usize],
                     t1.join(t2),
-                    r1,
-                    r2,
+                    multiply(r1, r2),
                 );
             }
             work += passed_right.len() + 1;
@@ -155,8 +201,7 @@ where
                     left.vals[*v1 as usize],
                     right.vals[*v2 as usize],
                     t1.join(t2),
-                    r1,
-                    r2,
+                    multiply(r1, r2),
                 );
             }
             work += passed_left.len() + 1;
@@ -330,7 +375,25 @@ mod tests {
         walk_in_time_order(
             &mut l,
             &mut r,
-            &mut |v1: &u64, v2: &u64, t, r1: &i64, r2: &i64| output.push((*v1, *v2, t, r1 * r2)),
+            &|r1: &i64, r2: &i64| r1 * r2,
+            &mut |v1: &u64, v2: &u64, t, r| output.push((*v1, *v2, t, r)),
+        );
+        output
+    }
+
+    /// [`join_histories`]'s output, with the histories grouped by value as a cursor gives them.
+    fn joined(vals: &[u64], left: &[(usize, P, i64)], right: &[(usize, P, i64)]) -> Output {
+        let (mut left, mut right) = (left.to_vec(), right.to_vec());
+        left.sort_by_key(|(v, _, _)| *v);
+        right.sort_by_key(|(v, _, _)| *v);
+        let (mut l, mut r) = (history(vals, &left), history(vals, &right));
+        let mut output = Vec::new();
+        join_histories(
+            &mut l,
+            &mut r,
+            &|r1: &i64, r2: &i64| r1 * r2,
+            &mut Vec::new(),
+            &mut |v1: &u64, v2: &u64, t, r| output.push((*v1, *v2, t, r)),
         );
         output
     }
@@ -355,7 +418,43 @@ mod tests {
         )
     }
 
+    /// A value that held from one time to a later one meets an update of the other side after
+    /// both: the pairs cancel at one time and never leave the join.
+    #[test]
+    fn pairs_that_cancel_are_not_emitted() {
+        let vals = [2u64, 183];
+        let depth = [(0, Product::new(56, 2), 1), (0, Product::new(206, 2), -1)];
+        let edge = [(1, Product::new(707, 2), 1)];
+        assert_eq!(joined(&vals, &depth, &edge), vec![]);
+        // Pairs at different times stay.
+        let edge = [(1, Product::new(100, 2), 1)];
+        assert_eq!(
+            joined(&vals, &depth, &edge),
+            vec![
+                (2, 183, Product::new(100, 2), 1),
+                (2, 183, Product::new(206, 2), -1)
+            ]
+        );
+    }
+
     proptest! {
+        /// The join of two histories (small ones by the nested loop, which adds up each pair of
+        /// values' pairs by time) accumulates to the plain product at every time, and emits no
+        /// zero diff.
+        #[test]
+        fn join_matches_the_product(
+            left in proptest::collection::vec(
+                (0usize..3, (0u64..5, 0u32..5).prop_map(|(o, i)| Product::new(o, i)), prop_oneof![Just(1i64), Just(-1i64), Just(2i64)]),
+                0..8,
+            ),
+            right in updates(),
+        ) {
+            let vals = [10u64, 11, 12];
+            let output = joined(&vals, &left, &right);
+            prop_assert!(output.iter().all(|(_, _, _, r)| *r != 0));
+            prop_assert_eq!(accumulate(&output), accumulate(&nested_loop(&vals, &left, &right)));
+        }
+
         /// The walk and the nested loop agree at every time, for partially ordered times.
         #[test]
         fn walk_matches_nested_loop(left in updates(), right in updates()) {
@@ -469,7 +568,13 @@ mod tests {
             .updates
             .extend(churn.iter().map(|(v, t, r)| (*v as u32, *t + 1, *r)));
         let mut outputs = 0;
-        let work = join_histories(&mut left, &mut right, &mut |_, _, _, _, _| outputs += 1);
+        let work = join_histories(
+            &mut left,
+            &mut right,
+            &|r1: &i64, r2: &i64| r1 * r2,
+            &mut Vec::new(),
+            &mut |_, _, _, _| outputs += 1,
+        );
         assert!(work < 200_000, "walk did {work} units for a product of 4M");
     }
 }

@@ -114,7 +114,8 @@ fn drain_queue<K, VB, VT, T, RB, RT, D, R3>(
     probe_run: usize,
     scratch: &mut LookupScratch,
     output: &mut OutputBuilderSession<'_, T, Output<D, T, R3>>,
-    mut produce: impl FnMut(Ref<'_, K>, Ref<'_, VB>, Ref<'_, VT>, T, &RB, &RT) -> (D, T, R3),
+    multiply: impl Fn(&RB, &RT) -> R3,
+    mut produce: impl FnMut(Ref<'_, K>, Ref<'_, VB>, Ref<'_, VT>) -> D,
 ) where
     K: Data,
     VB: Data,
@@ -135,9 +136,9 @@ fn drain_queue<K, VB, VT, T, RB, RT, D, R3>(
             fuel,
             probe_run,
             scratch,
-            &mut |key, vb, vt, time, rb, rt| {
-                let (data, time, diff) = produce(key, vb, vt, time, rb, rt);
-                container.push(&data, &time, &diff);
+            &multiply,
+            &mut |key, vb, vt, time, diff| {
+                container.push(&produce(key, vb, vt), &time, &diff);
                 if container.len() == 1 && *expected > 1 {
                     container.updates.reserve_copies(*expected - 1);
                 }
@@ -253,7 +254,8 @@ where
                             probe_run,
                             &mut scratch,
                             output,
-                            |key, v1, v2, time, r1, r2| (logic(key, v1, v2), time, r1.multiply(r2)),
+                            |r1: &R1, r2: &R2| r1.multiply(r2),
+                            &mut logic,
                         );
                         drain_queue(
                             &mut todo2,
@@ -262,7 +264,8 @@ where
                             probe_run,
                             &mut scratch,
                             output,
-                            |key, v2, v1, time, r2, r1| (logic(key, v1, v2), time, r1.multiply(r2)),
+                            |r2: &R2, r1: &R1| r1.multiply(r2),
+                            |key, v2, v1| logic(key, v1, v2),
                         );
                         if !todo1.is_empty() || !todo2.is_empty() {
                             activator.activate();

@@ -36,13 +36,15 @@ where
 
     /// Joins keys until `fuel` is spent (it may go a run's worth below zero, saturating) or the
     /// batch is done, looking keys up `probe_run` (at least 1) at a time; calls `emit(key, batch
-    /// val, trace val, time, batch diff, trace diff)`. Returns true when every key is done.
-    pub(crate) fn work(
+    /// val, trace val, time, diff)`, the diff the sum of `multiply(batch diff, trace diff)` over
+    /// the pairs it stands for ([`join_histories`]). Returns true when every key is done.
+    pub(crate) fn work<R3: Semigroup>(
         &mut self,
         fuel: &mut usize,
         probe_run: usize,
         scratch: &mut LookupScratch,
-        emit: &mut impl FnMut(Ref<'_, K>, Ref<'_, VB>, Ref<'_, VT>, T, &RB, &RT),
+        multiply: &impl Fn(&RB, &RT) -> R3,
+        emit: &mut impl FnMut(Ref<'_, K>, Ref<'_, VB>, Ref<'_, VT>, T, R3),
     ) -> bool {
         let key_count = self.batch.key_count();
         let keys = self.batch.keys();
@@ -50,6 +52,7 @@ where
         let mut trace_cursor = self.trace.cursor();
         let mut batch_history = KeyHistory::<VB, T, RB>::default();
         let mut trace_history = KeyHistory::<VT, T, RT>::default();
+        let mut pairs = Vec::new();
         while self.next_key < key_count && *fuel > 0 {
             let lower = self.next_key;
             let upper = (lower + probe_run.max(1)).min(key_count);
@@ -82,7 +85,9 @@ where
                 spent += 1 + join_histories(
                     &mut batch_history,
                     &mut trace_history,
-                    &mut |vb, vt, time, rb, rt| emit(key, vb, vt, time, rb, rt),
+                    multiply,
+                    &mut pairs,
+                    &mut |vb, vt, time, diff| emit(key, vb, vt, time, diff),
                 );
             });
             *fuel = fuel.saturating_sub(spent + (upper - lower) / 16);
