@@ -288,9 +288,10 @@ proptest! {
         steps in proptest::collection::vec(step(), 1..40),
         effort in prop_oneof![Just(1usize), Just(4), Just(100)],
         compaction_min in prop_oneof![Just(1usize), Just(16), Just(usize::MAX)],
+        compaction_share in prop_oneof![Just(1usize), Just(4)],
         probes in proptest::collection::vec(0u64..14, 0..8),
     ) {
-        run(steps, SpineConfig { effort, compaction_min }, probes)?;
+        run(steps, SpineConfig { effort, compaction_min, compaction_share }, probes)?;
     }
 }
 
@@ -351,6 +352,7 @@ fn collapse_completes_merges_in_progress() {
     let mut spine = Spine::<(u64, u64, u64, i64)>::new(SpineConfig {
         effort: 1,
         compaction_min: usize::MAX,
+        ..SpineConfig::default()
     });
     let mut model = Vec::new();
     for (time, count) in [(0u64, 16u64), (1, 16), (2, 17)] {
@@ -440,6 +442,7 @@ fn product_times_compact_without_changing_readable_accumulations() {
                 let mut spine = Spine::<(u64, u64, P, i64)>::new(SpineConfig {
                     effort: 2,
                     compaction_min,
+                    ..SpineConfig::default()
                 });
                 let mut model: Vec<(u64, u64, P, i64)> = Vec::new();
                 let mut upper = 0u64;
@@ -569,4 +572,54 @@ fn whole_compactions_collapse_finished_outer_times() {
         counter_only >= 2 * whole,
         "the counter alone holds {counter_only} updates, against {whole}"
     );
+}
+
+/// An outer step that alone takes in a quarter of what the last whole compaction left (but
+/// less than all of it) has the trace compacted once the logical frontier passes it; with a
+/// share of 1, only the trace's doubling does, and the old batch and the steps' stay apart.
+/// Reads stay exact either way.
+#[test]
+fn big_steps_are_compacted_when_the_next_begins() {
+    type U = (u64, u64, u64, i64);
+    let batches_after = |compaction_share: usize| {
+        let mut spine = Spine::<U>::new(SpineConfig {
+            effort: 1,
+            compaction_min: 16,
+            compaction_share,
+        });
+        let mut model: Vec<U> = Vec::new();
+        // Time 0 loads 4,000 keys; each later time brings 1,500 new ones (more than a quarter
+        // of what the trace holds), so nothing cancels and only a whole compaction joins the
+        // batches.
+        let mut counts = Vec::new();
+        for time in 0..3u64 {
+            let rows: Vec<U> = if time == 0 {
+                (0..4_000).map(|k| (k, 0, 0, 1)).collect()
+            } else {
+                let first = 4_000 + 1_500 * (time - 1);
+                (first..first + 1_500).map(|k| (k, 0, time, 1)).collect()
+            };
+            model.extend(rows.iter().cloned());
+            let upper = Antichain::from_elem(time + 1);
+            spine.insert(build(
+                rows,
+                Description::new(Antichain::from_elem(time), upper.clone()),
+            ));
+            // The logical frontier one time behind, as a reader of `time` holds it: the batch
+            // just admitted is beyond its meet, so a due compaction runs now.
+            spine.set_logical_compaction(Antichain::from_elem(time).borrow());
+            spine.set_physical_compaction(upper.borrow());
+            spine.check_invariants();
+            assert_eq!(
+                spine.snapshot().accumulate_at(&time),
+                model_at(&model, &time)
+            );
+            counts.push(spine.batches().len());
+        }
+        counts
+    };
+    // Each time's 1,500 make it due: one batch after each.
+    assert_eq!(batches_after(4), vec![1, 1, 1]);
+    // Waiting for 4,000 more: the later times' batches stay beside the load's.
+    assert!(batches_after(1)[1..].iter().all(|count| *count > 1));
 }
