@@ -119,8 +119,6 @@ fn nested_loop<'a, 'b, V1, V2, T, R1, R2, R3>(
     V1: Data,
     V2: Data,
     T: Time,
-    R1: Semigroup,
-    R2: Semigroup,
     R3: Semigroup,
 {
     // Histories come grouped by value (from a cursor, or advanced within values), so each
