@@ -380,7 +380,18 @@ impl<U: Update> Spine<U> {
     pub fn compact(&mut self) {
         let merged = self.fold_levels(self.levels.len());
         self.levels.clear();
-        if let Some((batch, _)) = merged {
+        if let Some((mut batch, _)) = merged {
+            // A lone batch went through no merge: its times are advanced here, by merging it
+            // with an empty batch at its end, if the frontier has moved past its `since`.
+            let advanced = PartialOrder::less_equal(
+                &self.logical.borrow(),
+                &batch.description().since.borrow(),
+            );
+            if !batch.is_empty() && !advanced {
+                let upper = batch.description().upper.clone();
+                let empty = Batch::empty(Description::new(upper.clone(), upper));
+                batch = self.builders.merge(batch, empty, self.logical.borrow());
+            }
             // The counter restarts from what the trace holds.
             let weight = batch.len().max(1);
             self.place(level_of(weight), batch, weight);

@@ -623,3 +623,21 @@ fn big_steps_are_compacted_when_the_next_begins() {
     // Waiting for 4,000 more: the later times' batches stay beside the load's.
     assert!(batches_after(1)[1..].iter().all(|count| *count > 1));
 }
+
+/// `compact` advances the times of a lone batch too, which has no partner to merge with: after
+/// a whole compaction at one frontier, a later `compact` at a further one must still advance.
+#[test]
+fn compact_advances_a_lone_batch() {
+    let mut spine = Spine::<(u64, u64, u64, i64)>::new(SpineConfig::default());
+    spine.insert(build(
+        vec![(1, 1, 0, 1), (1, 1, 1, 1), (2, 2, 1, 1)],
+        Description::new(Antichain::from_elem(0), Antichain::from_elem(2)),
+    ));
+    spine.set_physical_compaction(Antichain::from_elem(2).borrow());
+    spine.compact();
+    assert_eq!(spine.batches().len(), 1);
+    spine.set_logical_compaction(Antichain::from_elem(2).borrow());
+    spine.compact();
+    spine.check_invariants();
+    assert_eq!(spine.snapshot().to_rows(), vec![(1, 1, 2, 2), (2, 2, 2, 1)]);
+}
