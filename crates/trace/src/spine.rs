@@ -43,10 +43,11 @@
 //! and the trace has taken in at least as many updates as that compaction left it holding
 //! (and at least [`SpineConfig::compaction_min`]), so each update is rewritten at most about
 //! twice more than the counter alone would; or when the outer step that just ended alone took
-//! in a quarter of that ([`SpineConfig::compaction_share`]: big steps over a big trace). It waits for the first batch beyond the new meet
-//! (the next step's first round, inserted before anyone reads it), so a trace that takes
-//! nothing more, at the end of a run, is not rewritten for no reader (bfs on 1m/10m in one
-//! step of 1,000,000 updates ran 8% slower with the compaction at the step's end). In bfs on
+//! in a quarter of that ([`SpineConfig::compaction_share`]: big steps over a big trace). It
+//! waits for the first batch beyond the new meet (the next step's first round, inserted before
+//! anyone reads it), so a trace that takes nothing more, at the end of a run, is not rewritten
+//! for no reader (bfs on 1m/10m in one step of 1,000,000 updates ran 8% slower with the
+//! compaction at the step's end). In bfs on
 //! 1k/2k at 1,000 updates per step the reduce's input histories shrink from 22.7 updates per
 //! visit to 11.7 and its output histories from 10.7 to 6.3; see
 //! [`SpineConfig::compaction_min`] for the times.

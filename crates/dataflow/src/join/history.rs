@@ -442,7 +442,11 @@ mod tests {
         #[test]
         fn join_matches_the_product(
             left in proptest::collection::vec(
-                (0usize..3, (0u64..5, 0u32..5).prop_map(|(o, i)| Product::new(o, i)), prop_oneof![Just(1i64), Just(-1i64), Just(2i64)]),
+                (
+                    0usize..3,
+                    (0u64..5, 0u32..5).prop_map(|(o, i)| Product::new(o, i)),
+                    prop_oneof![Just(1i64), Just(-1i64), Just(2i64)],
+                ),
                 0..8,
             ),
             right in updates(),
