@@ -155,7 +155,7 @@ impl<U: Update> Merge<U> {
 /// of either alone, it leaves the times alone ([`Lattice::advance_leaves_after`]). Inside an
 /// iteration that holds for the batches of the current round of outer times, and for older
 /// batches merged once since that round began, which no longer need rewriting at every merge.
-fn advancing_may_move<T: ripple_updates::Time>(
+pub(crate) fn advancing_may_move<T: ripple_updates::Time>(
     description: &Description<T>,
     since: AntichainRef<'_, T>,
 ) -> bool {

@@ -55,7 +55,7 @@
 use crate::batch::Batch;
 use crate::builder::Builder;
 use crate::description::Description;
-use crate::merge::Merge;
+use crate::merge::{advancing_may_move, Merge};
 use crate::snapshot::TraceSnapshot;
 use ripple_updates::{Antichain, AntichainRef, Lattice, PartialOrder, Update};
 use std::collections::VecDeque;
@@ -383,12 +383,8 @@ impl<U: Update> Spine<U> {
         self.levels.clear();
         if let Some((mut batch, _)) = merged {
             // A lone batch went through no merge: its times are advanced here, by merging it
-            // with an empty batch at its end, if the frontier has moved past its `since`.
-            let advanced = PartialOrder::less_equal(
-                &self.logical.borrow(),
-                &batch.description().since.borrow(),
-            );
-            if !batch.is_empty() && !advanced {
+            // with an empty batch at its end, if advancing may move them.
+            if !batch.is_empty() && advancing_may_move(batch.description(), self.logical.borrow()) {
                 let upper = batch.description().upper.clone();
                 let empty = Batch::empty(Description::new(upper.clone(), upper));
                 batch = self.builders.merge(batch, empty, self.logical.borrow());
