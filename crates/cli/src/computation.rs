@@ -1,7 +1,8 @@
 //! The four graph computations, as ripple dataflows over edge and root collections.
 
 use crate::changes::{Edge, Node};
-use ripple_dataflow::Collection;
+use ripple_dataflow::{ArrangedVariable, Collection};
+use ripple_updates::Product;
 
 /// One output value. Single-column results (`depth`, `node`, `degree`) leave the second field
 /// 0; [`Computation::columns`] says how many fields are printed.
@@ -74,13 +75,23 @@ pub fn bfs<'s>(
     roots: Collection<'s, u64, Node>,
 ) -> Collection<'s, u64, (Node, u32)> {
     let start = roots.map(|root| (root, 0u32));
-    start.clone().iterate(|scope, depths| {
-        let edges = edges.enter(scope);
-        let start = start.enter(scope);
-        depths
-            .join_map(edges, |_src, depth, dst| (*dst, depth + 1))
-            .concat(start)
-            .min()
+    let outer = edges.scope();
+    outer.iterative::<u32, _, _>(|inner| {
+        // Round i + 1 joins the depths of round i: the reduce's batches come back as they are.
+        let (variable, depths) = ArrangedVariable::new(inner, Product::new(0, 1));
+        let next = depths
+            .join_core(edges.enter(inner).arrange_by_key(), |_src, depth, dst| {
+                (*dst, depth + 1)
+            })
+            .concat(start.enter(inner))
+            .arrange_by_key()
+            .reduce_core("Least depth", |_node, input, output| {
+                if let Some((depth, _)) = input.iter().find(|(_, r)| *r > 0) {
+                    output.push((**depth, 1i64));
+                }
+            });
+        variable.set(next.clone());
+        next.as_collection().leave(outer)
     })
 }
 

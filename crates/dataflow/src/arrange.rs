@@ -192,6 +192,8 @@ where
     P: ParallelizationContract<T, UpdateContainer<(K, V), T, R>>,
 {
     let config = RippleConfig::of(collection.scope().worker());
+    // A scope's address is its path from the worker: a loop directly inside a dataflow has two.
+    let lockstep = config.lockstep_iterations && collection.scope().addr().len() == 2;
     let reader = TraceAgent::new(TraceHandle::<(K, V, T, R)>::new(config.spine));
     let mut writer = reader.handle.clone();
     let announcer = reader.clone_without_holds();
@@ -227,7 +229,19 @@ where
                         writer.insert(batch.clone());
                         announcer.announce_batch(&batch);
                         give_batch(output, &retired, batch);
-                        held.downgrade_to(batcher.frontier());
+                        // Inside a loop, the least time of the updates kept for later rounds, so
+                        // that every outer time goes round together (see
+                        // `RippleConfig::lockstep_iterations`).
+                        let envelope = batcher.frontier();
+                        let meet = if lockstep && envelope.len() > 1 {
+                            T::meet_of(envelope.iter()).filter(|meet| held.covers(meet))
+                        } else {
+                            None
+                        };
+                        match meet {
+                            Some(meet) => held.downgrade_to(Antichain::from_elem(meet).borrow()),
+                            None => held.downgrade_to(envelope),
+                        }
                         // The batcher sizes its sorted runs by the arrangement's whole size
                         // (see `MergeBatcher::set_context_bytes`), the trace's updates counted
                         // as the rows the batcher measures its own by.

@@ -18,32 +18,40 @@ pub struct RippleConfig {
     /// this many, one pass over each trace batch per run). At least 1; tests use tiny runs so
     /// that run boundaries fall everywhere.
     pub probe_run: usize,
-    /// Keeps an iteration's rounds in step across workers: a reduce inside a loop that holds
-    /// deferred times of several outer times (a staircase such as `(6001, 8)`, `(6036, 3)`,
-    /// `(6112, 2)`) holds one capability at their meet instead (`(6001, 2)`), so every region
-    /// of outer times goes round the loop together rather than as separate waves.
+    /// Keeps an iteration's rounds in step: a reduce inside a loop that holds deferred times
+    /// of several outer times (a staircase such as `(6001, 8)`, `(6036, 3)`, `(6112, 2)`)
+    /// holds one capability at their meet instead (`(6001, 2)`), and so does an arrangement
+    /// inside a loop for the updates it keeps back for later rounds, so every region of outer
+    /// times goes round the loop together rather than as separate waves.
     ///
     /// **Precondition:** every cycle of these workers' dataflows goes through a ripple
-    /// variable ([`crate::Variable`], as [`crate::Collection::iterate`] makes) whose step
-    /// advances only the round (the inner coordinate, as `iterate`'s does), and no timely
-    /// feedback loop of your own is built around a loop. The meet holds back every pending
-    /// time's outer time to the least one and its round to the least round; a cycle that
-    /// brought the least outer time back into the loop at a later outer time could block the
-    /// pending time of least round while the meet, fed back a round later, blocks the rest: a
-    /// deadlock. Under the precondition the least-round pending time of the reduce furthest
-    /// upstream is never blocked, so the loop makes progress. Only reduces in a scope directly
-    /// inside a dataflow (a loop, or a region, whose only cycles are those of loops inside it)
-    /// hold the meet; those of a loop nested in another never do, as the outer loop feeds
-    /// their outer times back.
+    /// variable ([`crate::Variable`], as [`crate::Collection::iterate`] makes, or
+    /// [`crate::ArrangedVariable`]) whose step advances only the round (the inner coordinate,
+    /// as `iterate`'s does), and no timely feedback loop of your own is built around a loop.
+    /// The meet holds back every pending time's outer time to the least one and its round to
+    /// the least round; a cycle that brought the least outer time back into the loop at a
+    /// later outer time could block the pending time of least round while the meet, fed back
+    /// a round later, blocks the rest: a deadlock. Under the precondition the least-round
+    /// pending time of the operator furthest upstream is never blocked, so the loop makes
+    /// progress. Only operators in a scope directly inside a dataflow (a loop, or a region,
+    /// whose only cycles are those of loops inside it) hold the meet; those of a loop nested
+    /// in another never do, as the outer loop feeds their outer times back.
     ///
-    /// Applies only with more than one worker: with one, every round's message reaches the one
-    /// reduce, whose capability at the interval's start already keeps the regions together.
-    /// bfs on 1k/2k with 2 workers, alternating runs: 5% less time at 100 updates per step
-    /// (medians of 5; 8% in another series), 2% at 10 (6%), 2% at 1,000 and 10,000, the same
-    /// at 1; on 1m/10m 4% less at 1,000 and 2% at 100,000. With one worker it gained 3% on 1k/2k
-    /// at 100 per step but cost 2% on 1m/10m at 100,000 (and nothing elsewhere), hence the
-    /// bound. Off by default; `ripple`'s runs, whose computations meet the precondition, turn
-    /// it on.
+    /// Reduces hold the meet only with more than one worker: with one, every round's message
+    /// reaches the one reduce, whose capability at the interval's start already keeps the
+    /// regions together. bfs on 1k/2k with 2 workers, alternating runs: 5% less time at 100
+    /// updates per step (medians of 5; 8% in another series), 2% at 10 (6%), 2% at 1,000 and
+    /// 10,000, the same at 1; on 1m/10m 4% less at 1,000 and 2% at 100,000. With one worker it
+    /// gained 3% on 1k/2k at 100 per step but cost 2% on 1m/10m at 100,000 (and nothing
+    /// elsewhere), hence the bound.
+    ///
+    /// Arrangements hold it with any number of workers. Behind an [`crate::ArrangedVariable`]
+    /// nothing else keeps the regions together: the reduce's input arrangement, left to hold
+    /// the staircase of the updates the join sent ahead, let each outer time's wave start at
+    /// its own round, and the reduce then met incomparable times in most intervals (bfs on
+    /// 1k/2k at 1,000 updates per step, one worker: 49,000 updates/s against 85,000 with
+    /// the meet). Off by default; `ripple`'s runs, whose computations meet the precondition,
+    /// turn it on.
     pub lockstep_iterations: bool,
 }
 

@@ -30,7 +30,7 @@ pub use config::RippleConfig;
 pub use container::UpdateContainer;
 pub use hashing::ExchangeData;
 pub use input::{InputError, InputSession};
-pub use iterate::Variable;
+pub use iterate::{ArrangedVariable, Variable};
 pub use shared::TraceAgent;
 
 /// The README's examples, compiled and run as doctests so the guide stays true.

@@ -44,6 +44,10 @@ pub struct TraceAgent<K: Data, V: Data, T: Time, R: Semigroup> {
     /// The trace handle: snapshots, and this agent's compaction holds.
     pub handle: TraceHandle<(K, V, T, R)>,
     listeners: Listeners<K, V, T, R>,
+    /// True for an agent of an imported arrangement, whose stream forwards the writer's batches
+    /// some time after they enter the trace; false where the writer sends each batch as it
+    /// inserts it (the trace then holds no batch with updates the stream has not delivered).
+    pub(crate) imported: bool,
 }
 
 impl<K: Data, V: Data, T: Time, R: Semigroup> Clone for TraceAgent<K, V, T, R> {
@@ -51,6 +55,7 @@ impl<K: Data, V: Data, T: Time, R: Semigroup> Clone for TraceAgent<K, V, T, R> {
         Self {
             handle: self.handle.clone(),
             listeners: Rc::clone(&self.listeners),
+            imported: self.imported,
         }
     }
 }
@@ -61,6 +66,7 @@ impl<K: Data, V: Data, T: Time, R: Semigroup> TraceAgent<K, V, T, R> {
         Self {
             handle,
             listeners: Rc::new(RefCell::new(Vec::new())),
+            imported: false,
         }
     }
 
@@ -72,6 +78,7 @@ impl<K: Data, V: Data, T: Time, R: Semigroup> TraceAgent<K, V, T, R> {
         Self {
             handle,
             listeners: Rc::clone(&self.listeners),
+            imported: self.imported,
         }
     }
 
@@ -166,7 +173,10 @@ impl<K: Data, V: Data, T: Time, R: Semigroup> TraceAgent<K, V, T, R> {
         );
         Arranged {
             stream,
-            trace: self.clone(),
+            trace: TraceAgent {
+                imported: true,
+                ..self.clone()
+            },
         }
     }
 }

@@ -129,6 +129,24 @@ impl<T: Time, R: Semigroup> Histories<T, R> {
         self.times.len()
     }
 
+    /// These histories with each stored time replaced by `map(time)`, the diffs and the
+    /// encoding kept: `None` if `map` returns `None` for some time. Only the stored pairs are
+    /// mapped (each dictionary entry once), so whether the times stay in order within each
+    /// value is for the caller to check.
+    pub(crate) fn map_times(&self, mut map: impl FnMut(&T) -> Option<T>) -> Option<Self> {
+        let stored = self.times.borrow();
+        let mut times = <ContainerOf<T> as Container>::with_capacity_for(std::iter::once(stored));
+        for pair in 0..stored.len() {
+            times.push(&map(&T::into_owned(stored.get(pair)))?);
+        }
+        Some(Self {
+            times,
+            diffs: crate::batch::exact_copy::<R>(&self.diffs),
+            index: self.index.clone(),
+            len: self.len,
+        })
+    }
+
     /// Heap bytes held: the pairs' payload plus the index.
     pub fn heap_bytes(&self) -> usize {
         let pairs = crate::batch::payload_bytes::<T>(&self.times)

@@ -170,6 +170,7 @@ where
             && self.stream.scope().peers() > 1
             && self.stream.scope().addr().len() == 2;
         let mut input_trace = self.trace.handle.clone();
+        let local_input = !self.trace.imported;
         let reader = TraceAgent::new(TraceHandle::<(K, V2, T, R2)>::new(config.spine));
         let mut output_trace = reader.handle.clone();
         let announcer = reader.clone_without_holds();
@@ -217,13 +218,20 @@ where
                     // received, if that is further: the arrangement sends a batch only once
                     // everything before its upper is in the trace, and the frontier that
                     // says so reaches this operator only at the end of the worker's step.
-                    // Going by the batches saves a step per iteration round.
+                    // Going by the batches saves a step per iteration round. An arrangement
+                    // of this dataflow sends every batch with updates as it inserts it, so
+                    // all of its trace is complete: the batches not received are empty
+                    // advances of its upper, which the frontier can be slow to confirm (it
+                    // counts other workers' arrangements, whose held meets of outer times
+                    // and rounds can leave it behind this worker's; waiting for it then can
+                    // wait for this very reduce).
                     let mut through = input_trace.snapshot().into_batches();
                     let complete = through
                         .iter()
                         .take_while(|batch| {
                             let upper = &batch.description().upper;
-                            PartialOrder::less_equal(&upper.borrow(), &frontier.frontier())
+                            local_input
+                                || PartialOrder::less_equal(&upper.borrow(), &frontier.frontier())
                                 || PartialOrder::less_equal(upper, &received)
                         })
                         .count();
