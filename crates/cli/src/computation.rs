@@ -70,6 +70,12 @@ impl Computation {
 }
 
 /// `(node, depth)`: the least number of edges from any root to each reachable node.
+///
+/// Round `i` of the loop holds the depths found along paths of at most `i` edges: the roots,
+/// and the least of the depths of round `i - 1` plus one along each edge. The depths are an
+/// [`ArrangedVariable`] set to the reduce's output, so each round joins the last one's batches
+/// as they are; it starts empty (round 0 is the roots alone), one round before `iterate`'s
+/// variable started from the roots would, and reaches the same fixed point.
 pub fn bfs<'s>(
     edges: Collection<'s, u64, Edge>,
     roots: Collection<'s, u64, Node>,
@@ -77,7 +83,6 @@ pub fn bfs<'s>(
     let start = roots.map(|root| (root, 0u32));
     let outer = edges.scope();
     outer.iterative::<u32, _, _>(|inner| {
-        // Round i + 1 joins the depths of round i: the reduce's batches come back as they are.
         let (variable, depths) = ArrangedVariable::new(inner, Product::new(0, 1));
         let next = depths
             .join_core(edges.enter(inner).arrange_by_key(), |_src, depth, dst| {
@@ -85,14 +90,17 @@ pub fn bfs<'s>(
             })
             .concat(start.enter(inner))
             .arrange_by_key()
-            .reduce_core("Least depth", |_node, input, output| {
-                if let Some((depth, _)) = input.iter().find(|(_, r)| *r > 0) {
-                    output.push((**depth, 1i64));
-                }
-            });
+            .reduce_core("Least depth", |_node, input, output| least(input, output));
         variable.set(next.clone());
         next.as_collection().leave(outer)
     })
+}
+
+/// The reduction of `bfs` and `components`: each key's least value with a positive count.
+fn least<V: Copy>(input: &[(&V, i64)], output: &mut Vec<(V, i64)>) {
+    if let Some((value, _)) = input.iter().find(|(_, count)| *count > 0) {
+        output.push((**value, 1));
+    }
 }
 
 /// The nodes reachable from the roots.
@@ -122,18 +130,26 @@ pub fn degrees<'s>(edges: Collection<'s, u64, Edge>) -> Collection<'s, u64, i64>
 /// `(node, label)`: each node of an edge, labelled with the least node of its undirected
 /// component.
 pub fn components<'s>(edges: Collection<'s, u64, Edge>) -> Collection<'s, u64, (Node, Node)> {
+    let outer = edges.scope();
     let undirected = edges.clone().concat(edges.map(|(src, dst)| (dst, src)));
     let nodes = undirected
         .clone()
         .map(|(node, _)| node)
         .distinct()
         .map(|node| (node, node));
-    nodes.clone().iterate(|scope, labels| {
-        let undirected = undirected.enter(scope);
-        let nodes = nodes.enter(scope);
-        labels
-            .join_map(undirected, |_node, label, next| (*next, *label))
-            .concat(nodes)
-            .min()
+    // As in `bfs`, the labels go round as the reduce's batches.
+    outer.iterative::<u32, _, _>(|inner| {
+        let (variable, labels) =
+            ArrangedVariable::<Node, Node, _, i64>::new(inner, Product::new(0, 1));
+        let next = labels
+            .join_core(
+                undirected.enter(inner).arrange_by_key(),
+                |_node, label, next| (*next, *label),
+            )
+            .concat(nodes.enter(inner))
+            .arrange_by_key()
+            .reduce_core("Least label", |_node, input, output| least(input, output));
+        variable.set(next.clone());
+        next.as_collection().leave(outer)
     })
 }

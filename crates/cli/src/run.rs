@@ -130,7 +130,8 @@ pub fn run(
         communication: options.cluster.communication(),
         worker: timely::WorkerConfig::default().progress_mode(options.cluster.progress_mode.into()),
     };
-    // Each computation here is one ripple iteration at most, and no other cycle: what
+    // Each computation here is one ripple loop at most (a `Variable`'s or an
+    // `ArrangedVariable`'s, advancing the round alone), and no other cycle: what
     // `lockstep_iterations` requires.
     RippleConfig {
         lockstep_iterations: true,
