@@ -103,19 +103,29 @@ fn least<V: Copy>(input: &[(&V, i64)], output: &mut Vec<(V, i64)>) {
     }
 }
 
-/// The nodes reachable from the roots.
+/// The nodes reachable from the roots. As in `bfs`, the reached nodes go round as the reduce's
+/// batches (an [`ArrangedVariable`] of `(node, ())`).
 pub fn reach<'s>(
     edges: Collection<'s, u64, Edge>,
     roots: Collection<'s, u64, Node>,
 ) -> Collection<'s, u64, Node> {
-    roots.clone().iterate(|scope, reached| {
-        let edges = edges.enter(scope);
-        let roots = roots.enter(scope);
-        reached
-            .map(|node| (node, ()))
-            .join_map(edges, |_src, (), dst| *dst)
-            .concat(roots)
-            .distinct()
+    let outer = edges.scope();
+    outer.iterative::<u32, _, _>(|inner| {
+        let (variable, reached) =
+            ArrangedVariable::<Node, (), _, i64>::new(inner, Product::new(0, 1));
+        let next = reached
+            .join_core(edges.enter(inner).arrange_by_key(), |_src, (), dst| {
+                (*dst, ())
+            })
+            .concat(roots.enter(inner).map(|root| (root, ())))
+            .arrange_by_key()
+            .reduce_core("Distinct", |_node, input, output| {
+                if input[0].1 > 0 {
+                    output.push(((), 1i64));
+                }
+            });
+        variable.set(next.clone());
+        next.as_keys().leave(outer)
     })
 }
 
