@@ -90,17 +90,10 @@ pub fn bfs<'s>(
             })
             .concat(start.enter(inner))
             .arrange_by_key()
-            .reduce_core("Least depth", |_node, input, output| least(input, output));
+            .min();
         variable.set(next.clone());
         next.as_collection().leave(outer)
     })
-}
-
-/// The reduction of `bfs` and `components`: each key's least value with a positive count.
-fn least<V: Copy>(input: &[(&V, i64)], output: &mut Vec<(V, i64)>) {
-    if let Some((value, _)) = input.iter().find(|(_, count)| *count > 0) {
-        output.push((**value, 1));
-    }
 }
 
 /// The nodes reachable from the roots. As in `bfs`, the reached nodes go round as the reduce's
@@ -158,7 +151,7 @@ pub fn components<'s>(edges: Collection<'s, u64, Edge>) -> Collection<'s, u64, (
             )
             .concat(nodes.enter(inner))
             .arrange_by_key()
-            .reduce_core("Least label", |_node, input, output| least(input, output));
+            .min();
         variable.set(next.clone());
         next.as_collection().leave(outer)
     })

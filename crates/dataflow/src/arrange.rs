@@ -192,8 +192,7 @@ where
     P: ParallelizationContract<T, UpdateContainer<(K, V), T, R>>,
 {
     let config = RippleConfig::of(collection.scope().worker());
-    // A scope's address is its path from the worker: a loop directly inside a dataflow has two.
-    let lockstep = config.lockstep_iterations && collection.scope().addr().len() == 2;
+    let lockstep = config.holds_meets(&collection.scope().addr());
     let reader = TraceAgent::new(TraceHandle::<(K, V, T, R)>::new(config.spine));
     let mut writer = reader.handle.clone();
     let announcer = reader.clone_without_holds();

@@ -90,6 +90,13 @@ impl Default for RippleConfig {
 }
 
 impl RippleConfig {
+    /// Whether operators in a scope at `address` hold meets (see [`Self::lockstep_iterations`]):
+    /// only in a loop directly inside a dataflow. A scope's address is its path from the
+    /// worker: a dataflow's own scope has one element, a loop directly inside it two.
+    pub(crate) fn holds_meets(&self, address: &[usize]) -> bool {
+        self.lockstep_iterations && address.len() == 2
+    }
+
     /// Installs `self` in a timely worker configuration, for every dataflow of those workers.
     pub fn install(self, config: &mut timely::WorkerConfig) {
         config.set(CONFIG_KEY.to_string(), self);

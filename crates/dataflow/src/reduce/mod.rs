@@ -122,6 +122,15 @@ where
         Arranged { stream, trace }
     }
 
+    /// The least value of each key (among values with positive multiplicity), arranged: what
+    /// a loop can set an [`crate::ArrangedVariable`] to. [`Collection::min`] as an arrangement.
+    pub fn min(self) -> Arranged<'scope, K, V, T, i64>
+    where
+        R: Ord + From<i8>,
+    {
+        self.reduce_core("Min", |_key, input, output| least_positive(input, output))
+    }
+
     /// [`Self::reduce_core`] for when only the output collection is wanted: each output
     /// `(key, val)` becomes a record by `record`, and the output arrangement stays internal.
     pub(crate) fn reduce_collection<V2, R2, D>(
@@ -164,11 +173,8 @@ where
         CB: timely::ContainerBuilder,
     {
         let config = RippleConfig::of(self.stream.scope().worker());
-        // A scope's address is its path from the worker: a dataflow's own scope has one
-        // element, a loop directly inside it two (see `RippleConfig::lockstep_iterations`).
-        let lockstep = config.lockstep_iterations
-            && self.stream.scope().peers() > 1
-            && self.stream.scope().addr().len() == 2;
+        let lockstep =
+            config.holds_meets(&self.stream.scope().addr()) && self.stream.scope().peers() > 1;
         let mut input_trace = self.trace.handle.clone();
         let local_input = !self.trace.imported;
         let reader = TraceAgent::new(TraceHandle::<(K, V2, T, R2)>::new(config.spine));
@@ -447,6 +453,16 @@ where
     }
 }
 
+/// The logic of `min`: the least value with a positive multiplicity, once.
+fn least_positive<V: Data, R: Ord + From<i8>>(
+    input: &[(Ref<'_, V>, R)],
+    output: &mut Vec<(V, i64)>,
+) {
+    if let Some((val, _)) = input.iter().find(|(_, r)| *r > R::from(0)) {
+        output.push((V::into_owned(*val), 1));
+    }
+}
+
 /// The per-key buffers of the reduce operator between activations, typed for `'static`
 /// borrows (see [`crate::recycle`]): the history vectors and the scratch's vectors of borrowed
 /// items emptied, or let go when they hold room for a huge key's history.
@@ -591,11 +607,7 @@ where
     where
         R: Ord + From<i8>,
     {
-        self.reduce(|_key, input, output| {
-            if let Some((val, _)) = input.iter().find(|(_, r)| *r > R::from(0)) {
-                output.push((V::into_owned(*val), 1));
-            }
-        })
+        self.reduce(|_key, input, output| least_positive(input, output))
     }
 
     /// The greatest value of each key (among values with positive multiplicity).
