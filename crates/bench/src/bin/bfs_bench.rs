@@ -3,9 +3,10 @@
 //! For each graph, worker count and batch size, both engines run bfs from root 0 over the same
 //! generated change stream (`ripple bfs --nodes N --edges M --updates U --batch B`): the graph
 //! is loaded at time 0, then each update (one inserted and one removed edge) happens at its
-//! own time, and `B` times are fed per step. Runs alternate between the engines; with `--runs N`
-//! each cell runs N times per engine and reports the run with the median throughput (these
-//! machines are noisy). Reported per run: load time, total time, updates/s, per-step latency
+//! own time, and `B` times are fed per step. Runs alternate between the engines, and for each
+//! graph and batch size a repetition runs every worker count in turn; with `--runs N` each cell
+//! runs N times per engine and reports the run with the median throughput (these machines are
+//! noisy). Reported per run: load time, total time, updates/s, per-step latency
 //! p50/p99/max, peak heap (a counting allocator, reset before each run) and the output
 //! checksum, which must match across engines and runs.
 //!
@@ -143,37 +144,45 @@ fn main() -> ExitCode {
         }
         let source = Arc::new(Source::Generated(spec));
         let graph = format!("{}/{}", short(u64::from(nodes)), short(edges));
-        for &workers in &args.workers {
-            for &batch in &args.batches {
-                let options = RunOptions {
-                    computation: Computation::Bfs,
-                    roots: vec![0],
-                    batch,
-                    cluster: Cluster::local(workers),
-                    progress: false,
-                    config: RippleConfig::default(),
-                };
-                let ripple_run = || {
-                    measured(|| {
-                        run(Arc::clone(&source), &options, None)
-                            .expect("ripple runs")
-                            .expect("one process hosts worker 0")
-                    })
-                };
-                let dd_run = || measured(|| run_dd(Arc::clone(&source), &options));
-                // Alternate which engine goes first, so neither always meets a warm or a
-                // fragmented heap.
-                let (mut ripple_runs, mut dd_runs) = (Vec::new(), Vec::new());
-                for _ in 0..args.runs {
+        let graph_start = results.len();
+        for &batch in &args.batches {
+            let options = |workers: usize| RunOptions {
+                computation: Computation::Bfs,
+                roots: vec![0],
+                batch,
+                cluster: Cluster::local(workers),
+                progress: false,
+                config: RippleConfig::default(),
+            };
+            let ripple_run = |options: &RunOptions| {
+                measured(|| {
+                    run(Arc::clone(&source), options, None)
+                        .expect("ripple runs")
+                        .expect("one process hosts worker 0")
+                })
+            };
+            let dd_run = |options: &RunOptions| measured(|| run_dd(Arc::clone(&source), options));
+            // Each repetition runs every worker count, the engines alternating which goes
+            // first, so neither always meets a warm or a fragmented heap; and a worker count's
+            // runs sit beside the others' in time, so the gain over one worker compares runs
+            // of the same stretch of a machine whose speed drifts (by 10% to 15% over minutes
+            // here, differential-dataflow's runs as much as ripple's).
+            let mut runs: Vec<(Vec<_>, Vec<_>)> =
+                vec![(Vec::new(), Vec::new()); args.workers.len()];
+            for _ in 0..args.runs {
+                for (&workers, (ripple_runs, dd_runs)) in args.workers.iter().zip(runs.iter_mut()) {
+                    let options = options(workers);
                     if ripple_first {
-                        ripple_runs.push(ripple_run());
-                        dd_runs.push(dd_run());
+                        ripple_runs.push(ripple_run(&options));
+                        dd_runs.push(dd_run(&options));
                     } else {
-                        dd_runs.push(dd_run());
-                        ripple_runs.push(ripple_run());
+                        dd_runs.push(dd_run(&options));
+                        ripple_runs.push(ripple_run(&options));
                     }
                     ripple_first = !ripple_first;
                 }
+            }
+            for (&workers, (ripple_runs, dd_runs)) in args.workers.iter().zip(runs) {
                 let reference = (dd_runs[0].0.checksum, dd_runs[0].0.rows);
                 let mismatched = ripple_runs
                     .iter()
@@ -208,6 +217,12 @@ fn main() -> ExitCode {
                 });
             }
         }
+        // The tables list a graph's cells by worker count, then batch size.
+        results[graph_start..].sort_by_key(|m| {
+            let workers = args.workers.iter().position(|&w| w == m.workers);
+            let batch = args.batches.iter().position(|&b| b == m.batch);
+            (workers, batch)
+        });
     }
     if let Err(error) = write_report(&args, &results, &mismatches) {
         eprintln!("bfs-bench: {error}");
@@ -260,7 +275,8 @@ fn write_report(args: &Args, results: &[Measured], mismatches: &[String]) -> Res
          times are fed per step. `updates/s` counts updates (times) after the initial load; \
          latencies are per step; `peak heap` is the most heap the run held at once (a counting \
          allocator). Each cell reports, per engine, the run with the median throughput of {} \
-         (engines alternating); ratios are ripple / differential.\n\n",
+         (engines alternating, worker counts taking turns within each repetition); ratios are \
+         ripple / differential.\n\n",
         args.runs
     ));
     if !mismatches.is_empty() {
