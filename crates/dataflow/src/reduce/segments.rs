@@ -59,7 +59,7 @@ pub(crate) fn segments_pay(history_len: usize) -> bool {
 }
 
 /// Whether histories (input and output together) of `history_len` updates take the segmented
-/// sweep: at 32 updates or more.
+/// sweep: at 16 updates or more.
 ///
 /// Shorter histories shrink a lot when consolidated, which the full sweep's sort does and this
 /// sweep does only in part (it adds up the neighbours that joining makes equal). The bound was
@@ -69,9 +69,14 @@ pub(crate) fn segments_pay(history_len: usize) -> bool {
 /// variable, alternating), 32 updates against the old bound: +2.5% at 1,000 updates per step
 /// (82,799 against 80,690 updates/s), +2.3% at 10,000, within noise at 10, 100 and 100,000.
 /// Every history (a bound of 0) gained 3.5% at 1,000 but lost 3% at 100; 8 and 16 lost 1% to
-/// 4% at 100.
+/// 4% at 100. Once bfs's depths went round as the reduce's own batches (an `ArrangedVariable`)
+/// and its arrangements held their meets, 16 updates, with [`super::replay`]'s neighbours added
+/// up from 4 updates instead of 8: +2.0% at 1,000 per step (1,000,000 updates, one worker,
+/// medians of 3: 107,283 against 105,143 updates/s; 16 alone +0.6%), +1.6% with two workers
+/// (100,000 updates, medians of 5), and within 0.5% at 10 and 100 per step (medians of 5), as
+/// on 1m/10m at 1,000 per step.
 fn segments_pay_at(history_len: usize) -> bool {
-    history_len >= 32
+    history_len >= 16
 }
 
 /// One side's updates (input or output history) grouped by segment.
@@ -581,10 +586,10 @@ mod tests {
     }
 
     #[test]
-    fn histories_of_32_updates_or_more_take_segments() {
+    fn histories_of_16_updates_or_more_take_segments() {
         assert!(!segments_pay_at(0));
-        assert!(!segments_pay_at(31));
-        assert!(segments_pay_at(32));
+        assert!(!segments_pay_at(15));
+        assert!(segments_pay_at(16));
         assert!(segments_pay_at(1000));
     }
 
