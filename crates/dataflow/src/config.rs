@@ -37,6 +37,15 @@ pub struct RippleConfig {
     /// whose only cycles are those of loops inside it) hold the meet; those of a loop nested
     /// in another never do, as the outer loop feeds their outer times back.
     ///
+    /// A second precondition: a reduce inside such a loop reads an arrangement of its own
+    /// dataflow, not one imported from another ([`crate::TraceAgent`]). A reduce on an
+    /// arrangement of its own dataflow takes all of that trace as complete (every batch with
+    /// updates was sent as it was inserted), while one on an imported trace goes by its input
+    /// frontier, which counts other workers' arrangements: their held meets can leave it behind
+    /// this worker's trace, and waiting for it can wait for this very reduce (bfs on 200
+    /// nodes, two workers, 7 updates per step, hung that way before the rule for arrangements
+    /// of the same dataflow). `ripple`'s computations import nothing.
+    ///
     /// Reduces hold the meet only with more than one worker: with one, every round's message
     /// reaches the one reduce, whose capability at the interval's start already keeps the
     /// regions together. bfs on 1k/2k with 2 workers, alternating runs: 5% less time at 100

@@ -130,7 +130,6 @@ fn main() -> ExitCode {
     let mut mismatches = Vec::new();
     let began = Instant::now();
     let configurations = graphs.len() * args.workers.len() * args.batches.len();
-    let mut ripple_first = true;
     for &(nodes, edges) in &graphs {
         let spec = GraphSpec {
             nodes,
@@ -162,24 +161,25 @@ fn main() -> ExitCode {
                 })
             };
             let dd_run = |options: &RunOptions| measured(|| run_dd(Arc::clone(&source), options));
-            // Each repetition runs every worker count, the engines alternating which goes
-            // first, so neither always meets a warm or a fragmented heap; and a worker count's
+            // Each repetition runs every worker count, and each cell's engines take turns at
+            // going first from one repetition to the next (and from one worker count to the
+            // next), so neither always meets a warm or a fragmented heap; a worker count's
             // runs sit beside the others' in time, so the gain over one worker compares runs
             // of the same stretch of a machine whose speed drifts (by 10% to 15% over minutes
             // here, differential-dataflow's runs as much as ripple's).
             let mut runs: Vec<(Vec<_>, Vec<_>)> =
                 vec![(Vec::new(), Vec::new()); args.workers.len()];
-            for _ in 0..args.runs {
-                for (&workers, (ripple_runs, dd_runs)) in args.workers.iter().zip(runs.iter_mut()) {
+            for repetition in 0..args.runs as usize {
+                let cells = args.workers.iter().zip(runs.iter_mut()).enumerate();
+                for (index, (&workers, (ripple_runs, dd_runs))) in cells {
                     let options = options(workers);
-                    if ripple_first {
+                    if (repetition + index) % 2 == 0 {
                         ripple_runs.push(ripple_run(&options));
                         dd_runs.push(dd_run(&options));
                     } else {
                         dd_runs.push(dd_run(&options));
                         ripple_runs.push(ripple_run(&options));
                     }
-                    ripple_first = !ripple_first;
                 }
             }
             for (&workers, (ripple_runs, dd_runs)) in args.workers.iter().zip(runs) {
