@@ -112,11 +112,7 @@ pub fn reach<'s>(
             })
             .concat(roots.enter(inner).map(|root| (root, ())))
             .arrange_by_key()
-            .reduce_core("Distinct", |_node, input, output| {
-                if input[0].1 > 0 {
-                    output.push(((), 1i64));
-                }
-            });
+            .distinct();
         variable.set(next.clone());
         next.as_keys().leave(outer)
     })

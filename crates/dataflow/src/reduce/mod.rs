@@ -453,6 +453,49 @@ where
     }
 }
 
+impl<'scope, K, T, R> Arranged<'scope, K, (), T, R>
+where
+    K: ExchangeData,
+    T: Time,
+    R: Semigroup + Ord + From<i8>,
+{
+    /// Each key with positive multiplicity, once, arranged: what a loop can set an
+    /// [`crate::ArrangedVariable`] of `(key, ())` to. [`Collection::distinct`] as an
+    /// arrangement of keys.
+    ///
+    /// ```
+    /// use ripple_dataflow::{Captured, InputSession};
+    /// let captured = Captured::new();
+    /// let sink = captured.clone();
+    /// timely::execute_directly(move |worker| {
+    ///     let mut input = InputSession::<u64, (u64, ())>::new();
+    ///     worker.dataflow(|scope| {
+    ///         let keys = input.to_collection(scope).arrange_by_key().distinct();
+    ///         keys.as_keys().capture_into(&sink)
+    ///     });
+    ///     input.insert((5, ()));
+    ///     input.insert((5, ()));
+    ///     input.insert((6, ()));
+    ///     input.advance_to(1).unwrap();
+    ///     input.remove((6, ()));
+    /// });
+    /// assert_eq!(captured.consolidated(), vec![(5, 0, 1), (6, 0, 1), (6, 1, -1)]);
+    /// ```
+    pub fn distinct(self) -> Arranged<'scope, K, (), T, i64> {
+        self.reduce_core("Distinct", |_key, input, output| {
+            let diff: i64 = once_if_positive(&input[0].1);
+            if diff != 0 {
+                output.push(((), diff));
+            }
+        })
+    }
+}
+
+/// The logic of `distinct`: a multiplicity of 1 where `count` is positive, else 0.
+fn once_if_positive<R: Ord + From<i8>, R2: From<i8>>(count: &R) -> R2 {
+    R2::from(if *count > R::from(0) { 1 } else { 0 })
+}
+
 /// The logic of `min`: the least value with a positive multiplicity, once.
 fn least_positive<V: Data, R: Ord + From<i8>>(
     input: &[(Ref<'_, V>, R)],
@@ -736,6 +779,6 @@ where
     where
         R: Ord + From<i8>,
     {
-        self.threshold(|_, count| R2::from(if *count > R::from(0) { 1 } else { 0 }))
+        self.threshold(|_, count| once_if_positive(count))
     }
 }
