@@ -148,8 +148,8 @@ fn consolidate_values_then_sort<V: Ord, T: Time, R: Semigroup>(updates: &mut Vec
 /// as on bigger graphs, rarely collide, and the comparisons would only add cost (0.4% more
 /// instructions on a 100k/1m graph at 10,000 per step without this bound, 0.1% with it).
 /// The bound was 8 until bfs's depths went round as the reduce's batches; 4 is 1.1% faster on
-/// 1k/2k at 1,000 per step since, and within noise at 10 and 100 and on 1m/10m (see
-/// `segments_pay_at`, retuned with it).
+/// 1k/2k at 1,000 per step since, within noise at 10 and 100, and within 0.6% on 1m/10m at
+/// 1,000 (see `segments_pay_at`, retuned with it).
 const ADD_AS_JOINED_MIN: usize = 4;
 
 /// Joins every time of a key's history with `meet` (a time every time still to be examined

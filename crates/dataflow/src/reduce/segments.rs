@@ -73,8 +73,10 @@ pub(crate) fn segments_pay(history_len: usize) -> bool {
 /// and its arrangements held their meets, 16 updates, with [`super::replay`]'s neighbours added
 /// up from 4 updates instead of 8: +2.0% at 1,000 per step (1,000,000 updates, one worker,
 /// medians of 3: 107,283 against 105,143 updates/s; 16 alone +0.6%), +1.6% with two workers
-/// (100,000 updates, medians of 5), and within 0.5% at 10 and 100 per step (medians of 5), as
-/// on 1m/10m at 1,000 per step.
+/// (100,000 updates, medians of 5), and within 0.5% at 10 and 100 per step (medians of 5). On
+/// 1m/10m (200,000 updates) the pair ran 1.9% and 0.8% slower at 1,000 and 10,000 per step
+/// (medians of 3), each change alone within 0.6% at 1,000 (medians of 5): noise, or a small
+/// loss there.
 fn segments_pay_at(history_len: usize) -> bool {
     history_len >= 16
 }
