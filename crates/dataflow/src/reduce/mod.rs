@@ -8,7 +8,11 @@
 //! input history through `lower`, its new updates in `[lower, upper)` (kept apart: they seed
 //! the times to examine only while they do not cancel out) and the output history (from the
 //! operator's own trace) go to `key::reduce_key`, whose corrections become one output batch
-//! for `[lower, upper)`, inserted into the output trace and sent downstream. Times at or beyond
+//! for `[lower, upper)`, inserted into the output trace and sent downstream. Keys are visited in
+//! order, so the corrections, each key's sorted once its visit is done, go straight to a batch
+//! builder: no batcher sorts them again (bfs on 1k/2k at 1,000 updates per step: 1.15% fewer
+//! instructions, +0.8% in time, medians of 5; +0.5% at 100,000; 1m/10m at 100,000 the same
+//! time and peak memory). Times at or beyond
 //! `upper` that will need attention are kept, with capabilities, until their interval comes:
 //! as one list of `(key, time)` sorted by key, which each activation rewrites in a single pass
 //! beside its walk over the keys (the entries of keys it does not visit carry over as they are).
@@ -37,7 +41,7 @@ mod replay;
 mod segments;
 mod visit;
 
-use crate::arrange::{build_batch, give_batch, ship_as_updates, Arranged, HeldCapabilities};
+use crate::arrange::{give_batch, ship_as_updates, Arranged, HeldCapabilities};
 use crate::collection::{Collection, Output};
 use crate::config::RippleConfig;
 use crate::hashing::ExchangeData;
@@ -45,10 +49,10 @@ use crate::recycle::recycle;
 use crate::shared::TraceAgent;
 use columnar::{Borrow, Columnar, Index, Push, Ref};
 use key::{reduce_key, KeyScratch};
-use ripple_batcher::MergeBatcher;
 use ripple_trace::{
     Batch, Builder, Description, LookupScratch, TraceCursor, TraceHandle, TraceSnapshot,
 };
+use ripple_updates::consolidate::consolidate_within_values;
 use ripple_updates::search::gallop;
 use ripple_updates::{Abelian, Antichain, Data, PartialOrder, Semigroup, Time, Update, Updates};
 use timely::container::CapacityContainerBuilder;
@@ -58,9 +62,8 @@ use timely::dataflow::operators::CapabilitySet;
 use timely::dataflow::Stream;
 use visit::{Hooks, Visit};
 
-/// Output corrections are handed to the batcher in pieces of about this many updates, so a big
-/// interval's output is not held twice (once gathered, once in the batcher) and the gathering
-/// buffer kept between activations stays small.
+/// Output corrections are handed to the builder in pieces of about this many updates, so the
+/// gathering buffer kept between activations stays small.
 const PRODUCED_FLUSH: usize = 1 << 16;
 
 /// What the reduce operator makes: the stream it ships and its output trace.
@@ -202,8 +205,11 @@ where
                 // The keys to visit in an activation, sorted and distinct.
                 let mut keys: Vec<K> = Vec::new();
                 let mut key_times: Vec<T> = Vec::new();
+                // Corrections in output order: keys are visited in order, and each key's
+                // corrections are sorted and consolidated once its visit is done. So they go
+                // straight to the builder, without a batcher to sort them again.
                 let mut produced = Updates::<(K, V2, T, R2)>::default();
-                let mut batcher = MergeBatcher::<(K, V2, T, R2)>::new(config.batcher);
+                let mut key_output: Vec<(V2, T, R2)> = Vec::new();
                 let mut builder = Builder::new();
                 let mut lookups: [LookupScratch; 3] = Default::default();
                 // The per-key buffers, kept between activations (their items borrow
@@ -372,7 +378,9 @@ where
                             };
                             let hooks = &mut Hooks::new(
                                 |input, output| logic(key_ref, input, output),
-                                |val, time, diff| produced.push(key, val, time, diff),
+                                |val: &V2, time: &T, diff: &R2| {
+                                    key_output.push((val.clone(), time.clone(), diff.clone()))
+                                },
                                 |time| later_times.push(time.clone()),
                             );
                             reduce_key(visit, &key_times, &mut scratch, hooks);
@@ -384,8 +392,15 @@ where
                                 &mut next_deferred,
                                 later_times.iter().map(|time| (key.clone(), time.clone())),
                             );
+                            if !key_output.is_empty() {
+                                key_output.sort_unstable_by(|a, b| (&a.0, &a.1).cmp(&(&b.0, &b.1)));
+                                consolidate_within_values(&mut key_output);
+                                for (val, time, diff) in key_output.drain(..) {
+                                    produced.push(key, &val, &time, &diff);
+                                }
+                            }
                             if produced.len() >= PRODUCED_FLUSH {
-                                batcher.push(produced.view());
+                                builder.push_view(produced.view());
                                 produced.clear();
                             }
                         }
@@ -405,17 +420,12 @@ where
                         new_updates: recycle(new_updates),
                         output_history: recycle(output_history),
                     };
-                    batcher.push(produced.view());
+                    builder.push_view(produced.view());
                     produced.clear();
 
                     // One batch for the interval, under every capability it retires.
                     let retired = capabilities.before(upper.borrow());
-                    let chain = batcher.seal(upper.borrow());
-                    let batch = build_batch(
-                        &chain,
-                        Description::new(lower.clone(), upper.clone()),
-                        &mut builder,
-                    );
+                    let batch = builder.build(Description::new(lower.clone(), upper.clone()));
                     if retired.is_empty() {
                         debug_assert!(batch.is_empty(), "output without a capability");
                         output_trace.advance_upper(upper.clone());
