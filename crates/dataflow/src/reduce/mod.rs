@@ -52,7 +52,7 @@ use key::{reduce_key, KeyScratch};
 use ripple_trace::{
     Batch, Builder, Description, LookupScratch, TraceCursor, TraceHandle, TraceSnapshot,
 };
-use ripple_updates::consolidate::consolidate_within_values;
+use ripple_updates::consolidate::consolidate_triples;
 use ripple_updates::search::gallop;
 use ripple_updates::{Abelian, Antichain, Data, PartialOrder, Semigroup, Time, Update, Updates};
 use timely::container::CapacityContainerBuilder;
@@ -393,8 +393,7 @@ where
                                 later_times.iter().map(|time| (key.clone(), time.clone())),
                             );
                             if !key_output.is_empty() {
-                                key_output.sort_unstable_by(|a, b| (&a.0, &a.1).cmp(&(&b.0, &b.1)));
-                                consolidate_within_values(&mut key_output);
+                                consolidate_triples(&mut key_output);
                                 for (val, time, diff) in key_output.drain(..) {
                                     produced.push(key, &val, &time, &diff);
                                 }
