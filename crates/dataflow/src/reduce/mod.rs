@@ -419,6 +419,10 @@ where
                         new_updates: recycle(new_updates),
                         output_history: recycle(output_history),
                     };
+                    if builder.is_empty() {
+                        // The whole batch: its size picks the encoding of its histories.
+                        builder.expect(produced.len());
+                    }
                     builder.push_view(produced.view());
                     produced.clear();
 
