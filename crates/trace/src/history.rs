@@ -11,10 +11,10 @@
 //! The hashing costs a few percent, and skipping it everywhere is not worth the memory: with
 //! every batch plain, bfs on 1m/10m at 100,000 per step ran in the same time (2.65 and 2.63 s
 //! against 2.62 and 2.78 s for 300,000 updates) with 46% more peak resident memory (664 MB
-//! against 455 MB). Small batches are another matter: a builder told to expect at most
-//! [`PLAIN_EXPECTED_MAX`] updates (a merge of small batches, a small sealed chain) stores
-//! them per update from the start. Inside an iteration most merges are of that kind, of the
-//! small batches of one outer step's rounds, which the next whole compaction rewrites anyway.
+//! against 455 MB). Small batches are another matter: a builder told to expect at most 16,384
+//! updates (a merge of small batches, a small sealed chain, a reduce's small output) stores them
+//! per update from the start. Inside an iteration most merges are of that kind, of the small
+//! batches of one outer step's rounds, which the next whole compaction rewrites anyway.
 //! bfs on 1k/2k at 1,000 updates per step, one worker: 1.5% fewer instructions (callgrind,
 //! 20,000 updates: 2.325G to 2.291G) and 2.7% more throughput (medians of 7, alternating,
 //! 200,000 updates: 108,265 to 111,175 updates/s); the big batches of 1m/10m keep their
