@@ -4,17 +4,26 @@
 //! chains. The ladder keeps chains in decreasing length, each at least twice the next, merging
 //! the two smallest whenever that breaks; so there are O(log n) chains and each update is merged
 //! O(log n) times. `seal(upper)` merges the ladder into one chain and [`extract`]s from it the
-//! updates whose times are not `>= upper`; the rest stays as one chain, with the antichain of its
-//! times available from `frontier()`.
+//! updates whose times are not `>= upper`; the rest is kept. Kept chains stay apart from the
+//! ladder, in their own geometric list, each with the antichain of its times: a seal splits
+//! each of them on its own (skipping, unread, those whose times are all `>= upper`) and merges
+//! only the shipped parts. Merged with every round of new pushes instead, the updates kept for
+//! later rounds (in an iteration, the join of a step's new edges with the depths of every later
+//! round) were copied twice at every seal until they shipped: bfs on 1k/2k at 1,000 updates
+//! per step held 3.14M updates at its seals for 1.85M shipped, and merged 3.74M; keeping them
+//! apart took 2.2% off the instructions and ran 3.0% faster with one worker, 2.2% with two
+//! (medians of 7 and 5, alternating, 200,000 updates).
 //!
 //! Invariants (checked by `check_invariants`): every chain satisfies the chain invariants; the
-//! ladder is geometric; after a seal, every held update's time is `>= upper`, and the frontier
-//! is exactly the antichain of the kept times.
+//! ladder and the kept list are geometric; each kept chain's antichain is exactly that of its
+//! times; after a seal, every held update's time is `>= upper`, and `frontier()` is the
+//! antichain of the kept chains' times (updates that cancel across two kept chains are netted
+//! out when those chains merge or ship, so until then their time may stay in it).
 
 use crate::chain::Chain;
 use crate::chunk::{ChunkWriter, Stash, CHUNK_BYTES_MIN};
 use crate::chunker::Chunker;
-use crate::extract::extract;
+use crate::extract::{extract, frontier_of};
 use crate::merger::merge;
 use ripple_updates::{Antichain, AntichainRef, PartialOrder, Update, Updates, UpdatesView};
 
@@ -68,8 +77,12 @@ impl Default for BatcherConfig {
 /// Collects updates and releases them, sorted and consolidated, once their times are complete.
 pub struct MergeBatcher<U: Update> {
     chunker: Chunker<U>,
-    /// The ladder: chains in decreasing length.
+    /// The ladder: chains in decreasing length, of the updates pushed since the last seal.
     chains: Vec<Chain<U>>,
+    /// The updates earlier seals kept, as chains in decreasing length, each with the antichain
+    /// of its times. They stay apart from the ladder: merged into each new round of pushes,
+    /// they were copied twice at every seal (merge, then split) until they shipped.
+    kept: Vec<(Chain<U>, Antichain<U::Time>)>,
     writer: ChunkWriter<U>,
     keep_writer: ChunkWriter<U>,
     stash: Stash<U>,
@@ -89,6 +102,7 @@ impl<U: Update> MergeBatcher<U> {
         Self {
             chunker: Chunker::with_form_min(config.chunk_bytes_max, config.form_bytes_min),
             chains: Vec::new(),
+            kept: Vec::new(),
             writer: ChunkWriter::new(config.chunk_bytes_max),
             keep_writer: ChunkWriter::new(config.chunk_bytes_max),
             stash: Stash::new(config.stash_count_max),
@@ -134,17 +148,56 @@ impl<U: Update> MergeBatcher<U> {
     pub fn seal(&mut self, upper: AntichainRef<'_, U::Time>) -> Chain<U> {
         self.chunker.finish(&mut self.stash);
         self.insert_ready();
-        let merged = self.merge_all();
-        let (ship, keep) = extract(
-            merged,
-            upper,
-            &mut self.frontier,
-            &mut self.writer,
-            &mut self.keep_writer,
-            &mut self.stash,
-        );
-        if !keep.is_empty() {
-            self.chains.push(keep);
+        let fresh = self.merge_all();
+        // Each chain is split on its own, and a kept chain none of whose times is complete is
+        // not even read: the shipped parts are merged, the kept ones stay apart.
+        let mut ships = Vec::new();
+        let mut kept = Vec::with_capacity(self.kept.len() + 1);
+        let held = std::mem::take(&mut self.kept)
+            .into_iter()
+            .map(|(c, f)| (c, Some(f)));
+        for (chain, frontier) in held.chain(std::iter::once((fresh, None))) {
+            if chain.is_empty() {
+                continue;
+            }
+            if let Some(frontier) = frontier {
+                if frontier.iter().all(|time| upper.less_equal(time)) {
+                    kept.push((chain, frontier));
+                    continue;
+                }
+            }
+            let mut frontier = Antichain::new();
+            let (ship, keep) = extract(
+                chain,
+                upper,
+                &mut frontier,
+                &mut self.writer,
+                &mut self.keep_writer,
+                &mut self.stash,
+            );
+            if !ship.is_empty() {
+                ships.push(ship);
+            }
+            if !keep.is_empty() {
+                kept.push((keep, frontier));
+            }
+        }
+        ships.sort_by_key(|chain| std::cmp::Reverse(chain.len()));
+        while ships.len() > 1 {
+            let a = ships.pop().expect("two chains");
+            let b = ships.pop().expect("two chains");
+            ships.push(merge(b, a, &mut self.writer, &mut self.stash));
+        }
+        let ship = ships.pop().unwrap_or_default();
+        kept.sort_by_key(|(chain, _)| std::cmp::Reverse(chain.len()));
+        for (chain, frontier) in kept {
+            self.keep_chain(chain, frontier);
+        }
+        self.frontier.clear();
+        for (_, frontier) in &self.kept {
+            for time in frontier.iter() {
+                self.frontier.insert(time.clone());
+            }
         }
         self.lower = upper.to_owned();
         // Between seals a batcher holds its data and at most a small rows buffer: scratch and
@@ -160,7 +213,13 @@ impl<U: Update> MergeBatcher<U> {
 
     /// Updates held: in chains, plus those pending in the chunker.
     pub fn len(&self) -> usize {
-        self.chains.iter().map(Chain::len).sum::<usize>() + self.chunker.pending_len()
+        self.chains.iter().map(Chain::len).sum::<usize>()
+            + self
+                .kept
+                .iter()
+                .map(|(chain, _)| chain.len())
+                .sum::<usize>()
+            + self.chunker.pending_len()
     }
 
     /// True when no updates are held.
@@ -170,7 +229,12 @@ impl<U: Update> MergeBatcher<U> {
 
     /// Bytes of payload held in chains.
     pub fn byte_len(&self) -> usize {
-        self.chains.iter().map(Chain::byte_len).sum()
+        self.chains.iter().map(Chain::byte_len).sum::<usize>()
+            + self
+                .kept
+                .iter()
+                .map(|(chain, _)| chain.byte_len())
+                .sum::<usize>()
     }
 
     /// Drops scratch buffers and stashed allocations, keeping the data and a small rows buffer
@@ -186,8 +250,26 @@ impl<U: Update> MergeBatcher<U> {
 
     /// Panics unless chains are valid and geometric and the frontier matches the kept times.
     pub fn check_invariants(&self) {
-        for chain in &self.chains {
+        for chain in self
+            .chains
+            .iter()
+            .chain(self.kept.iter().map(|(chain, _)| chain))
+        {
             chain.check_invariants();
+        }
+        for (chain, frontier) in &self.kept {
+            let mut times = Antichain::new();
+            for chunk in chain.chunks() {
+                let view = chunk.view();
+                for index in 0..view.len() {
+                    use columnar::Columnar;
+                    times.insert(U::Time::into_owned(view.time(index)));
+                }
+            }
+            assert_eq!(
+                &times, frontier,
+                "a kept chain's frontier is the antichain of its times"
+            );
         }
         for pair in self.chains.windows(2) {
             assert!(
@@ -215,6 +297,34 @@ impl<U: Update> MergeBatcher<U> {
                 break;
             }
             self.merge_last_two();
+        }
+    }
+
+    /// Adds a kept chain (no longer than any kept before it in this seal) with the antichain of
+    /// its times, and merges the shortest kept chains while each is not under half the one
+    /// before, as the ladder does.
+    fn keep_chain(&mut self, chain: Chain<U>, frontier: Antichain<U::Time>) {
+        self.kept.push((chain, frontier));
+        while self.kept.len() > 1 {
+            let last = self.kept[self.kept.len() - 1].0.len();
+            let before = self.kept[self.kept.len() - 2].0.len();
+            if last < before / 2 {
+                break;
+            }
+            let (a, a_frontier) = self.kept.pop().expect("two chains");
+            let (b, mut frontier) = self.kept.pop().expect("two chains");
+            for time in a_frontier.iter() {
+                frontier.insert(time.clone());
+            }
+            let len = a.len() + b.len();
+            let merged = merge(b, a, &mut self.writer, &mut self.stash);
+            if merged.len() < len {
+                // Updates cancelled: the union may name times no longer held.
+                frontier_of(&merged, &mut frontier);
+            }
+            if !merged.is_empty() {
+                self.kept.push((merged, frontier));
+            }
         }
     }
 
@@ -264,6 +374,40 @@ mod tests {
                 )
             })
             .collect()
+    }
+
+    /// Updates kept for later stay apart from new pushes: a kept chain whose times are all
+    /// beyond the upper is left as it is, updates that cancel across kept chains never ship,
+    /// and each update ships exactly once, when its time completes.
+    #[test]
+    fn kept_chains_stay_apart_and_ship_once() {
+        type U = IntU;
+        let mut batcher = MergeBatcher::<U>::new(BatcherConfig::default());
+        let seal = |batcher: &mut MergeBatcher<U>, upper: u64| {
+            let shipped = batcher.seal(Antichain::from_elem(upper).borrow());
+            batcher.check_invariants();
+            shipped.to_rows()
+        };
+        // Times 10 and 20 are kept at the seal at 5.
+        let far: Vec<Row<U>> = (0..100).map(|k| (k, 0, 20, 1)).collect();
+        batcher.push_updates(&Updates::from_rows([(7, 0, 10, 1)].iter().chain(&far)));
+        assert!(seal(&mut batcher, 5).is_empty());
+        // A later round cancels time 10's update and adds one at 3 and 6.
+        batcher.push_updates(&Updates::from_rows([(7, 0, 10, -1), (1, 1, 6, 1)].iter()));
+        assert!(seal(&mut batcher, 6).is_empty());
+        assert_eq!(
+            batcher.kept.len(),
+            2,
+            "the short new keep stays beside the long one"
+        );
+        assert_eq!(seal(&mut batcher, 7), vec![(1, 1, 6, 1)]);
+        // Time 10 completes: its updates cancelled, nothing ships; time 20's are still kept.
+        assert!(seal(&mut batcher, 15).is_empty());
+        assert_eq!(batcher.len(), 100);
+        assert!(batcher.frontier().iter().all(|t| *t == 20));
+        let shipped = seal(&mut batcher, 25);
+        assert_eq!(shipped, far);
+        assert!(batcher.is_empty());
     }
 
     /// Counting a big trace beside the batcher makes its forms big: 200,000 updates pushed in

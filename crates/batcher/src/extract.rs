@@ -172,7 +172,8 @@ pub fn extract<U: Update>(
 }
 
 /// Sets `frontier` to the antichain of the times in `chain`.
-fn frontier_of<U: Update>(chain: &Chain<U>, frontier: &mut Antichain<U::Time>) {
+pub(crate) fn frontier_of<U: Update>(chain: &Chain<U>, frontier: &mut Antichain<U::Time>) {
+    frontier.clear();
     // A plain `Vec` while scanning: the antichain's small-vector storage costs a branch per
     // access, and most times are already covered by an element found earlier.
     let mut least: Vec<U::Time> = Vec::new();
