@@ -213,13 +213,7 @@ impl<U: Update> MergeBatcher<U> {
 
     /// Updates held: in chains, plus those pending in the chunker.
     pub fn len(&self) -> usize {
-        self.chains.iter().map(Chain::len).sum::<usize>()
-            + self
-                .kept
-                .iter()
-                .map(|(chain, _)| chain.len())
-                .sum::<usize>()
-            + self.chunker.pending_len()
+        self.all_chains().map(Chain::len).sum::<usize>() + self.chunker.pending_len()
     }
 
     /// True when no updates are held.
@@ -229,12 +223,13 @@ impl<U: Update> MergeBatcher<U> {
 
     /// Bytes of payload held in chains.
     pub fn byte_len(&self) -> usize {
-        self.chains.iter().map(Chain::byte_len).sum::<usize>()
-            + self
-                .kept
-                .iter()
-                .map(|(chain, _)| chain.byte_len())
-                .sum::<usize>()
+        self.all_chains().map(Chain::byte_len).sum()
+    }
+
+    /// The ladder's chains, then the kept ones.
+    fn all_chains(&self) -> impl Iterator<Item = &Chain<U>> {
+        let kept = self.kept.iter().map(|(chain, _)| chain);
+        self.chains.iter().chain(kept)
     }
 
     /// Drops scratch buffers and stashed allocations, keeping the data and a small rows buffer
@@ -250,11 +245,7 @@ impl<U: Update> MergeBatcher<U> {
 
     /// Panics unless chains are valid and geometric and the frontier matches the kept times.
     pub fn check_invariants(&self) {
-        for chain in self
-            .chains
-            .iter()
-            .chain(self.kept.iter().map(|(chain, _)| chain))
-        {
+        for chain in self.all_chains() {
             chain.check_invariants();
         }
         for (chain, frontier) in &self.kept {
