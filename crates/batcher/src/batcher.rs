@@ -23,7 +23,7 @@
 use crate::chain::Chain;
 use crate::chunk::{ChunkWriter, Stash, CHUNK_BYTES_MIN};
 use crate::chunker::Chunker;
-use crate::extract::{extract, frontier_of};
+use crate::extract::{extract, frontier_of, is_kept};
 use crate::merger::merge;
 use ripple_updates::{Antichain, AntichainRef, PartialOrder, Update, Updates, UpdatesView};
 
@@ -161,7 +161,7 @@ impl<U: Update> MergeBatcher<U> {
                 continue;
             }
             if let Some(frontier) = frontier {
-                if frontier.iter().all(|time| upper.less_equal(time)) {
+                if frontier.iter().all(|time| is_kept(upper, time)) {
                     kept.push((chain, frontier));
                     continue;
                 }
@@ -183,21 +183,14 @@ impl<U: Update> MergeBatcher<U> {
             }
         }
         ships.sort_by_key(|chain| std::cmp::Reverse(chain.len()));
-        while ships.len() > 1 {
-            let a = ships.pop().expect("two chains");
-            let b = ships.pop().expect("two chains");
-            ships.push(merge(b, a, &mut self.writer, &mut self.stash));
-        }
-        let ship = ships.pop().unwrap_or_default();
+        let ship = merge_down(&mut ships, &mut self.writer, &mut self.stash);
         kept.sort_by_key(|(chain, _)| std::cmp::Reverse(chain.len()));
         for (chain, frontier) in kept {
             self.keep_chain(chain, frontier);
         }
         self.frontier.clear();
         for (_, frontier) in &self.kept {
-            for time in frontier.iter() {
-                self.frontier.insert(time.clone());
-            }
+            self.frontier.extend(frontier.iter().cloned());
         }
         self.lower = upper.to_owned();
         // Between seals a batcher holds its data and at most a small rows buffer: scratch and
@@ -250,13 +243,7 @@ impl<U: Update> MergeBatcher<U> {
         }
         for (chain, frontier) in &self.kept {
             let mut times = Antichain::new();
-            for chunk in chain.chunks() {
-                let view = chunk.view();
-                for index in 0..view.len() {
-                    use columnar::Columnar;
-                    times.insert(U::Time::into_owned(view.time(index)));
-                }
-            }
+            frontier_of(chain, &mut times);
             assert_eq!(
                 &times, frontier,
                 "a kept chain's frontier is the antichain of its times"
@@ -304,9 +291,7 @@ impl<U: Update> MergeBatcher<U> {
             }
             let (a, a_frontier) = self.kept.pop().expect("two chains");
             let (b, mut frontier) = self.kept.pop().expect("two chains");
-            for time in a_frontier.iter() {
-                frontier.insert(time.clone());
-            }
+            frontier.extend(a_frontier);
             let len = a.len() + b.len();
             let merged = merge(b, a, &mut self.writer, &mut self.stash);
             if merged.len() < len {
@@ -327,10 +312,7 @@ impl<U: Update> MergeBatcher<U> {
     }
 
     fn merge_all(&mut self) -> Chain<U> {
-        while self.chains.len() > 1 {
-            self.merge_last_two();
-        }
-        self.chains.pop().unwrap_or_default()
+        merge_down(&mut self.chains, &mut self.writer, &mut self.stash)
     }
 
     fn assert_not_before_lower(&self, updates: UpdatesView<'_, U>) {
@@ -344,6 +326,21 @@ impl<U: Update> MergeBatcher<U> {
             );
         }
     }
+}
+
+/// Merges `chains` (in decreasing length) into one, the two shortest first, leaving `chains`
+/// empty.
+fn merge_down<U: Update>(
+    chains: &mut Vec<Chain<U>>,
+    writer: &mut ChunkWriter<U>,
+    stash: &mut Stash<U>,
+) -> Chain<U> {
+    while chains.len() > 1 {
+        let a = chains.pop().expect("two chains");
+        let b = chains.pop().expect("two chains");
+        chains.push(merge(b, a, writer, stash));
+    }
+    chains.pop().unwrap_or_default()
 }
 
 #[cfg(test)]

@@ -19,7 +19,7 @@ const SHORT_RUN: usize = 8;
 /// Whether an update at `time` stays (is at or beyond `upper`), with a fast path for the common
 /// single-element `upper`.
 #[inline(always)]
-fn is_kept<T: PartialOrder>(upper: AntichainRef<'_, T>, time: &T) -> bool {
+pub(crate) fn is_kept<T: PartialOrder>(upper: AntichainRef<'_, T>, time: &T) -> bool {
     match &upper[..] {
         [single] => single.less_equal(time),
         _ => upper.less_equal(time),

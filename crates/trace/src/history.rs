@@ -314,14 +314,16 @@ impl<T: Time, R: Semigroup> HistoriesBuilder<T, R> {
                 }
                 self.times.push(time);
                 self.diffs.push(diff);
-                if self.len == SMALL_MAX && self.expected_small() {
-                    // The pairs are stored per update already.
-                    self.stage = Stage::Plain;
-                } else if self.len == SMALL_MAX {
-                    self.start_dictionary();
-                    // Pairs mostly distinct so far will likely stay so: stop hashing now.
-                    if self.dictionary.len() * 2 > self.len {
-                        self.go_plain();
+                if self.len == SMALL_MAX {
+                    if self.expected_small() {
+                        // The pairs are stored per update already.
+                        self.stage = Stage::Plain;
+                    } else {
+                        self.start_dictionary();
+                        // Pairs mostly distinct so far will likely stay so: stop hashing now.
+                        if self.dictionary.len() * 2 > self.len {
+                            self.go_plain();
+                        }
                     }
                 }
             }
