@@ -9,10 +9,9 @@
 //! each of them on its own (skipping, unread, those whose times are all `>= upper`) and merges
 //! only the shipped parts. Merged with every round of new pushes instead, the updates kept for
 //! later rounds (in an iteration, the join of a step's new edges with the depths of every later
-//! round) were copied twice at every seal until they shipped: bfs on 1k/2k at 1,000 updates
-//! per step held 3.14M updates at its seals for 1.85M shipped, and merged 3.74M; keeping them
-//! apart took 2.2% off the instructions and ran 3.0% faster with one worker, 2.2% with two
-//! (medians of 7 and 5, alternating, 200,000 updates).
+//! round) were copied twice at every seal until they shipped, and in bfs the batcher held
+//! more updates at its seals than it shipped; keeping them apart took a few percent off bfs's
+//! instructions and time. See docs/perf-notes.md, section "Merge batcher: kept chains".
 //!
 //! Invariants (checked by `check_invariants`): every chain satisfies the chain invariants; the
 //! ladder and the kept list are geometric; each kept chain's antichain is exactly that of its
@@ -50,9 +49,9 @@ impl BatcherConfig {
 
     /// The default least pending limit for plain rows: one minimal chunk. A batcher holding
     /// little data (and declaring no context) then keeps at most that much unsorted beside its
-    /// chains (with 64 KiB, the
-    /// push-and-seal cycle of 32 KiB per side in batcher-bench peaked at 1.24x to 1.46x of
-    /// differential's heap instead of 0.88x to 0.97x).
+    /// chains (with a larger floor, batcher-bench's smallest push-and-seal cycles peaked above
+    /// differential's heap instead of below it; see docs/perf-notes.md, section "Merge batcher:
+    /// form size floor").
     pub const FORM_BYTES_MIN_DEFAULT: usize = CHUNK_BYTES_MIN;
 
     /// A configuration with chunks of `chunk_bytes_max` bytes.
@@ -116,10 +115,9 @@ impl<U: Update> MergeBatcher<U> {
     /// arrangement's trace, counted as rows). The chunker's pending limit then follows the data
     /// held by batcher and trace together: a batcher that empties at every seal beside a big
     /// trace (an arrangement inside a loop) would otherwise start each round with small forms,
-    /// many short chains and a merge pass per doubling. In bfs on 1m/10m at 100,000 updates per
-    /// step, rounds of 400,000 to 500,000 updates were merged 4.8 to 5.3 times each, and 1.3 to
-    /// 2.7 times with the trace counted; 1,000,000 updates ran in 10.30 s against 10.74 s
-    /// (medians of 3, alternating, with `Builder::build` keeping big merges' columns). The
+    /// many short chains and a merge pass per doubling. In bfs on big steps over a big graph,
+    /// counting the trace cut the times each update was merged to well under half and ran a
+    /// few percent faster (see docs/perf-notes.md, section "Merge batcher: context bytes"). The
     /// pending limit stays at most an eighth of batcher and trace and at most eight chunks; the
     /// pending rows, in a buffer grown by doubling, and their sorted chunks at a form can hold
     /// up to twice that. A trace counted as rows overstates its compressed bytes, so the

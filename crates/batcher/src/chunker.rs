@@ -30,30 +30,31 @@ use ripple_updates::{Update, Updates, UpdatesView};
 /// The size up to which the pending rows' buffer is kept between forms and between seals (and
 /// reserved whole): small enough to be a negligible share of any batcher it would be kept in,
 /// large enough that small batchers do not reallocate it on every form. Kept across seals, it
-/// spares a batcher sealed at every round a 64 KiB allocation and free each time: bfs on 1k/2k
-/// at one update per step, callgrind, 1.1% fewer instructions (2.6% together with the
-/// arrangements shipping each batch in a container of its own, 6% less time, medians of 4).
+/// spares a batcher sealed at every round a 64 KiB allocation and free each time, about a
+/// percent of bfs's instructions at one update per step (see docs/perf-notes.md, section
+/// "Chunker: kept rows buffer").
 const ROWS_SMALL_BYTES: usize = 64 << 10;
 
 /// The least pending limit on the column path (`String` and other non-plain updates). Each form
 /// there has costs per form, not per update (a pass for the keys' common prefix, the sort keys'
 /// buffer, a writer sample of 32 updates), and a small form also means more, smaller chains to
-/// merge, each update's bytes copied again per merge. Forming at 32 KiB instead of 8 KiB made a
-/// 64 KiB push-and-seal cycle of string updates 1.1x to 1.3x faster (batcher-bench, 32 KiB per
-/// side) while its peak memory stayed below differential's. Plain rows stay at
-/// `BatcherConfig::form_bytes_min`, by default [`CHUNK_BYTES_MIN`]: their forms are cheap, and
-/// there a larger floor raised the peak of the colliding-keys cycle above differential's.
+/// merge, each update's bytes copied again per merge. Forming at 32 KiB instead of the minimal
+/// chunk made batcher-bench's small cycles of string updates markedly faster while their peak
+/// memory stayed below differential's. Plain rows stay at `BatcherConfig::form_bytes_min`, by
+/// default [`CHUNK_BYTES_MIN`]: their forms are cheap, and there a larger floor raised the peak
+/// of the colliding-keys cycle above differential's. See docs/perf-notes.md, section "Chunker:
+/// form sizes".
 const PENDING_COLUMNS_MIN: usize = 32 << 10;
 
 /// On the plain-rows path the pending limit may reach this many chunks. Each form becomes one
 /// sorted chain, and every doubling of the chains' length is one more merge pass over all of
-/// them: a batcher holding hundreds of MiB (bfs on 1m/10m, the loop's join output) merged each
-/// update about 7.6 times with 2 MiB forms. Forms of up to 16 MiB save three of those passes for
-/// three more levels of an in-place sort; measured there, one step of 1,000,000 updates ran 3%
-/// faster and the load 5% faster, with the same peak at 100,000 per step (32 and 64 MiB gained
-/// nothing more). The limit stays within an eighth of what the batcher holds, as at every
-/// size. The column path keeps one chunk: its permutation sort gathers through memory, and it
-/// was not measured.
+/// them: a batcher holding hundreds of MiB (in bfs on a big graph, the loop's join output)
+/// merged each update several times with 2 MiB forms. Forms of up to 16 MiB save three of those
+/// passes for three more levels of an in-place sort; measured there, big steps and the load
+/// ran a few percent faster with the same peak, and bigger forms gained nothing more (see
+/// docs/perf-notes.md, section "Chunker: form sizes"). The limit stays within an eighth of
+/// what the batcher holds, as at every size. The column path keeps one chunk: its permutation
+/// sort gathers through memory, and it was not measured.
 const PENDING_CHUNKS_MAX: usize = 8;
 
 /// Sorts and consolidates input into chains of chunks.

@@ -40,7 +40,8 @@ const GALLOP_AFTER: isize = 8;
 ///
 /// `ripple_updates::search::gallop` answers the same for any start, first testing `before` at
 /// it; the merge has always just tested that, and with the shared one in its loop merges of
-/// colliding keys ran 3-4% slower (batcher-bench, 512 KiB and 8 MiB per side).
+/// colliding keys ran a few percent slower (see docs/perf-notes.md, section "Merger:
+/// galloping").
 #[inline(always)]
 pub(crate) fn gallop(lower: usize, upper: usize, before: impl Fn(usize) -> bool) -> usize {
     debug_assert!(lower < upper && before(lower));

@@ -7,9 +7,9 @@
 //!
 //! Each thread first adds its counts up in thread-local cells and moves them to the shared
 //! counters once they reach [`SLACK_BYTES`] (either way) or [`SLACK_CALLS`]. Updating shared
-//! atomics on every call made two timely workers fight over one cache line: bfs on the 1k/2k
-//! graph with 2 workers at one update per step ran at 3.2k updates/s that way and at 5.0k
-//! without the counters, ripple and differential alike. Each thread also notes the highest its
+//! atomics on every call made two timely workers fight over one cache line, which slowed bfs
+//! with two workers by about a third, ripple and differential alike (see docs/perf-notes.md,
+//! section "Bench: counting allocator"). Each thread also notes the highest its
 //! pending bytes reached and publishes that high with them, so a short-lived peak is not lost.
 //! Reads publish the reading thread's counts first, so on the reading thread live bytes, calls
 //! and the peak are exact; other threads' counts lag by less than the slack each (the peak is

@@ -1,16 +1,16 @@
-//! The baseline of the bfs benchmark: differential-dataflow 0.26 running the same bfs, driven
+//! The baseline of the bfs benchmark: differential-dataflow 0.26 running the same bfs
+//! (`ripple_oracle::graph::bfs`), driven
 //! exactly like `ripple bfs` (same generator, same steps, output gathered on worker 0 and
 //! checksummed the same way).
 
 use differential_dataflow::input::Input;
-use differential_dataflow::operators::*;
-use differential_dataflow::VecCollection;
 use ripple_cli::changes::{Edge, Node};
 use ripple_cli::computation::{Computation, Value};
+use ripple_cli::options::RunOptions;
 use ripple_cli::output::{OutputSink, Row};
-use ripple_cli::run::RunOptions;
 use ripple_cli::source::{Source, Step};
 use ripple_cli::stats::RunReport;
+use ripple_oracle::graph::bfs;
 use std::cell::RefCell;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -19,22 +19,6 @@ use timely::dataflow::channels::pact::Exchange;
 use timely::dataflow::operators::generic::Operator;
 use timely::dataflow::operators::Probe;
 use timely::dataflow::ProbeHandle;
-
-/// `(node, depth)`, as differential's own bfs example computes it.
-fn bfs<'s>(
-    edges: VecCollection<'s, u64, Edge, i64>,
-    roots: VecCollection<'s, u64, Node, i64>,
-) -> VecCollection<'s, u64, (Node, u32), i64> {
-    let start = roots.map(|root| (root, 0u32));
-    start.clone().iterate(|scope, depths| {
-        let edges = edges.enter(scope);
-        let start = start.enter(scope);
-        depths
-            .join_map(edges, |_src, depth, dst| (*dst, depth + 1))
-            .concat(start)
-            .reduce(|_node, input, output| output.push((*input[0].0, 1i64)))
-    })
-}
 
 /// Runs bfs over `source` on differential-dataflow with `options` (one process); returns the
 /// report of worker 0.

@@ -4,7 +4,8 @@
 use crate::changes::{read_changes, InputError, Node};
 use crate::computation::Computation;
 use crate::generator::GraphSpec;
-use crate::run::{run, Cluster, ProgressMode, RunOptions};
+use crate::options::{Cluster, ProgressMode, RunOptions};
+use crate::run::run;
 use crate::source::Source;
 use clap::{ArgAction, Args, Parser, Subcommand};
 use ripple_dataflow::RippleConfig;

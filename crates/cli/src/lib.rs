@@ -11,6 +11,7 @@ pub mod changes;
 pub mod cli;
 pub mod computation;
 pub mod generator;
+pub mod options;
 pub mod output;
 pub mod progress;
 pub mod run;

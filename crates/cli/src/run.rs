@@ -2,7 +2,8 @@
 //! 0, gathers the output on worker 0, and measures.
 
 use crate::changes::{Edge, Node};
-use crate::computation::{Computation, Value};
+use crate::computation::Value;
+use crate::options::RunOptions;
 use crate::output::{Checksum, OutputSink, Row};
 use crate::progress::Progress;
 use crate::source::{Source, Step};
@@ -18,94 +19,6 @@ use timely::container::CapacityContainerBuilder;
 use timely::dataflow::operators::generic::Operator;
 use timely::dataflow::ProbeHandle;
 use timely::worker::Worker;
-use timely::CommunicationConfig;
-
-/// How the workers are laid out: threads per process, and the processes of a cluster.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Cluster {
-    /// Worker threads in each process.
-    pub workers: usize,
-    /// This process's index in `0..hosts.len()`.
-    pub process: usize,
-    /// The address (`host:port`) of every process; one entry for a single process.
-    pub hosts: Vec<String>,
-    /// How the workers tell each other of their progress.
-    pub progress_mode: ProgressMode,
-}
-
-/// When a worker sends the changes in its outstanding work to the others (timely's
-/// `ProgressMode`; it matters only with more than one worker).
-///
-/// Ripple runs default to [`ProgressMode::Eager`]. With `demand`, a worker holds its changes
-/// back until they could move the frontier of all workers, so a loop's round is seen to end in
-/// pieces, one per worker's late news: the reduce inside bfs then processed 15% more
-/// intervals on 2 workers than on 1 (2,410 against 2,093 for 100,000 updates on 1k/2k at 1,000
-/// per step), each visiting its keys and deferring times again (20% more deferred times
-/// taken up). Eager sending cut the intervals to 2,100 and ran bfs 5% to 8% faster there (two
-/// series of alternating runs, medians of 5 and 3), 10% faster at 10 per step, 13% to 18% on
-/// 1m/10m at 10,000 per step; at 1 update per step, and at 10,000 on 1k/2k, the two measured
-/// within noise. Differential-dataflow's bfs gained nothing from it (the bench's baseline
-/// keeps timely's default).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
-pub enum ProgressMode {
-    /// Send progress as soon as it is made.
-    #[default]
-    Eager,
-    /// Hold progress back until it could unblock another worker (timely's default).
-    Demand,
-}
-
-impl From<ProgressMode> for timely::worker::ProgressMode {
-    fn from(mode: ProgressMode) -> Self {
-        match mode {
-            ProgressMode::Eager => timely::worker::ProgressMode::Eager,
-            ProgressMode::Demand => timely::worker::ProgressMode::Demand,
-        }
-    }
-}
-
-impl Cluster {
-    /// One process with `workers` threads.
-    pub fn local(workers: usize) -> Self {
-        Self {
-            workers,
-            process: 0,
-            hosts: vec!["localhost:2101".into()],
-            progress_mode: ProgressMode::default(),
-        }
-    }
-
-    fn communication(&self) -> CommunicationConfig {
-        if self.hosts.len() > 1 {
-            CommunicationConfig::Cluster {
-                threads: self.workers,
-                process: self.process,
-                addresses: self.hosts.clone(),
-                report: false,
-                zerocopy: false,
-            }
-        } else if self.workers > 1 {
-            CommunicationConfig::Process(self.workers)
-        } else {
-            CommunicationConfig::Thread
-        }
-    }
-}
-
-/// Everything about a run except its input and output.
-#[derive(Clone, Debug)]
-pub struct RunOptions {
-    pub computation: Computation,
-    pub roots: Vec<Node>,
-    /// Distinct input times per step (at least 1).
-    pub batch: u64,
-    pub cluster: Cluster,
-    /// Show a progress bar on stderr (only if it is a terminal, after the first second).
-    pub progress: bool,
-    /// The operators' settings; `run` turns on `lockstep_iterations` (see there), which its
-    /// computations allow.
-    pub config: RippleConfig,
-}
 
 /// Why a run failed after its input was read.
 #[derive(Debug, thiserror::Error)]

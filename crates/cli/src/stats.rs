@@ -1,7 +1,7 @@
 //! What a run measured, and how it is printed with `--summary`.
 
+use crate::options::RunOptions;
 use crate::output::Checksum;
-use crate::run::RunOptions;
 use crate::source::{Plan, Source};
 use std::fmt;
 use std::time::Duration;

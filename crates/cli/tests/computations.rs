@@ -3,17 +3,17 @@
 //! output, whatever the batching and the number of workers.
 
 use differential_dataflow::input::Input;
-use differential_dataflow::operators::*;
-use differential_dataflow::VecCollection;
 use rand::rngs::SmallRng;
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use ripple_cli::changes::{read_changes, Edge, EdgeChange, Node};
 use ripple_cli::computation::{Computation, Value};
+use ripple_cli::options::{Cluster, ProgressMode, RunOptions};
 use ripple_cli::output::Row;
-use ripple_cli::run::{run, Cluster, ProgressMode, RunOptions};
+use ripple_cli::run::run;
 use ripple_cli::source::Source;
 use ripple_dataflow::RippleConfig;
+use ripple_oracle::graph::{self, Top};
 use ripple_updates::consolidate::consolidate_triples;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::io::Write;
@@ -197,58 +197,18 @@ fn run_ripple_on(
     rows
 }
 
-type DdEdges<'s> = VecCollection<'s, u64, Edge, i64>;
-
+/// Differential-dataflow's version of `computation`, its output in ripple's `Value` form.
 fn dd_program<'s>(
     computation: Computation,
-    edges: DdEdges<'s>,
-    roots: VecCollection<'s, u64, Node, i64>,
-) -> VecCollection<'s, u64, Value, i64> {
+    edges: Top<'s, Edge>,
+    roots: Top<'s, Node>,
+) -> Top<'s, Value> {
     match computation {
-        Computation::Bfs => {
-            let start = roots.map(|r| (r, 0u32));
-            start
-                .clone()
-                .iterate(|scope, depths| {
-                    let edges = edges.enter(scope);
-                    depths
-                        .join_map(edges, |_, d, dst| (*dst, d + 1))
-                        .concat(start.enter(scope))
-                        .reduce(|_, input, output| output.push((*input[0].0, 1i64)))
-                })
-                .map(|(_, d)| (u64::from(d), 0))
-        }
-        Computation::Reach => roots
-            .clone()
-            .iterate(|scope, reached| {
-                let edges = edges.enter(scope);
-                reached
-                    .map(|n| (n, ()))
-                    .join_map(edges, |_, (), dst| *dst)
-                    .concat(roots.enter(scope))
-                    .distinct_core::<i64>()
-            })
-            .map(|n| (u64::from(n), 0)),
-        Computation::Degrees => edges
-            .map(|(src, _)| src)
-            .count_core::<i64>()
-            .map(|(_, d)| (d as u64, 0)),
+        Computation::Bfs => graph::bfs(edges, roots).map(|(_, depth)| (u64::from(depth), 0)),
+        Computation::Reach => graph::reach(edges, roots).map(|node| (u64::from(node), 0)),
+        Computation::Degrees => graph::degrees(edges).map(|(_, degree)| (degree as u64, 0)),
         Computation::Cc => {
-            let undirected = edges.clone().concat(edges.map(|(a, b)| (b, a)));
-            let nodes = undirected
-                .clone()
-                .map(|(a, _)| a)
-                .distinct_core::<i64>()
-                .map(|n| (n, n));
-            nodes
-                .clone()
-                .iterate(|scope, labels| {
-                    labels
-                        .join_map(undirected.enter(scope), |_, label, next| (*next, *label))
-                        .concat(nodes.enter(scope))
-                        .reduce(|_, input, output| output.push((*input[0].0, 1i64)))
-                })
-                .map(|(n, l)| (u64::from(n), u64::from(l)))
+            graph::components(edges).map(|(node, label)| (u64::from(node), u64::from(label)))
         }
     }
 }

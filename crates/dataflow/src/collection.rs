@@ -4,11 +4,16 @@
 //! `(data, time, diff)` changes the multiplicity of `data` by `diff` at `time`; the collection at
 //! time `t` is the sum of all updates at times `<= t`. Operators here act on each update alone
 //! (`map`, `filter`, `negate`, ...), so they need no state and no frontier: they rewrite each
-//! container as it passes and send it on under the same capability.
+//! container as it passes and send it on under the same capability. [`Collection::consolidate`]
+//! is the exception: it holds updates in a merge batcher until their times complete.
 
+use crate::capabilities::HeldCapabilities;
 use crate::capture::Captured;
+use crate::config::RippleConfig;
 use crate::container::{UpdateContainer, SHIP_UPDATES};
+use crate::exchange::{exchange_by, ExchangeData};
 use columnar::Ref;
+use ripple_batcher::MergeBatcher;
 use ripple_updates::{Abelian, Data, Semigroup, Time};
 use timely::container::CapacityContainerBuilder;
 use timely::dataflow::channels::pact::Pipeline;
@@ -367,5 +372,64 @@ impl<D: Data, T: Time, R: Semigroup> UpdateContainer<D, T, R> {
         self.updates.vals.push(&());
         self.updates.times.push(time);
         self.updates.diffs.push(diff);
+    }
+}
+
+impl<'scope, K, T, R> Collection<'scope, T, K, R>
+where
+    K: ExchangeData,
+    T: Time,
+    R: Semigroup,
+{
+    /// The same collection with each `(data, time)` appearing once, its diffs added, zero sums
+    /// gone: updates are held until their time completes and then emitted consolidated.
+    ///
+    /// ```
+    /// use ripple_dataflow::{Captured, InputSession};
+    /// let captured = Captured::new();
+    /// let sink = captured.clone();
+    /// timely::execute_directly(move |worker| {
+    ///     let mut input = InputSession::<u64, u64>::new();
+    ///     worker.dataflow(|scope| input.to_collection(scope).consolidate().capture_into(&sink));
+    ///     input.insert(3);
+    ///     input.insert(3);
+    ///     input.insert(4);
+    ///     input.remove(4);
+    ///     input.close();
+    /// });
+    /// assert_eq!(captured.updates(), vec![(3, 0, 2)]);
+    /// ```
+    pub fn consolidate(self) -> Self {
+        let config = RippleConfig::of(self.scope().worker());
+        let inner = self.inner.unary_frontier::<Output<K, T, R>, _, _, _>(
+            exchange_by(|key: Ref<'_, K>| K::hash_ref(key)),
+            "Consolidate",
+            move |_, _| {
+                let mut batcher = MergeBatcher::<(K, (), T, R)>::new(config.batcher);
+                let mut held = HeldCapabilities::default();
+                move |(input, frontier), output| {
+                    input.for_each(|capability, container| {
+                        held.insert_stamp(&capability);
+                        batcher.push(container.view());
+                    });
+                    let frontier = frontier.frontier();
+                    if !held.any_before(frontier) {
+                        return;
+                    }
+                    let retired = held.before(frontier);
+                    let chain = batcher.seal(frontier);
+                    let mut session = output.session(&retired);
+                    for chunk in chain.into_chunks() {
+                        let mut container = UpdateContainer {
+                            updates: chunk.into_updates(),
+                        };
+                        session.give_container(&mut container);
+                    }
+                    drop(session);
+                    held.downgrade_to(batcher.frontier());
+                }
+            },
+        );
+        Collection { inner }
     }
 }

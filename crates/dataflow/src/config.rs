@@ -42,45 +42,42 @@ pub struct RippleConfig {
     /// arrangement of its own dataflow takes all of that trace as complete (every batch with
     /// updates was sent as it was inserted), while one on an imported trace goes by its input
     /// frontier, which counts other workers' arrangements: their held meets can leave it behind
-    /// this worker's trace, and waiting for it can wait for this very reduce (bfs on 200
-    /// nodes, two workers, 7 updates per step, hung that way before the rule for arrangements
-    /// of the same dataflow). `ripple`'s computations import nothing.
+    /// this worker's trace, and waiting for it can wait for this very reduce (a small bfs on
+    /// two workers hung that way before the rule for arrangements of the same dataflow).
+    /// `ripple`'s computations import nothing.
     ///
     /// Reduces hold the meet only with more than one worker: with one, every round's message
     /// reaches the one reduce, whose capability at the interval's start already keeps the
-    /// regions together. bfs on 1k/2k with 2 workers, alternating runs: 5% less time at 100
-    /// updates per step (medians of 5; 8% in another series), 2% at 10 (6%), 2% at 1,000 and
-    /// 10,000, the same at 1; on 1m/10m 4% less at 1,000 and 2% at 100,000. With one worker it
-    /// gained 3% on 1k/2k at 100 per step but cost 2% on 1m/10m at 100,000 (and nothing
-    /// elsewhere), hence the bound.
+    /// regions together. With two workers the meet measured a few percent faster in bfs at
+    /// most step sizes; with one it gained on a small graph but lost on big steps of a big
+    /// graph, hence the bound (measurements: docs/perf-notes.md, section "Lockstep
+    /// iterations").
     ///
     /// Arrangements hold it with any number of workers. Behind an [`crate::ArrangedVariable`]
     /// nothing else keeps the regions together: the reduce's input arrangement, left to hold
     /// the staircase of the updates the join sent ahead, let each outer time's wave start at
-    /// its own round, and the reduce then met incomparable times in most intervals (bfs on
-    /// 1k/2k at 1,000 updates per step, one worker: 49,000 updates/s against 85,000 with
-    /// the meet). Off by default; `ripple`'s runs, whose computations meet the precondition,
-    /// turn it on.
+    /// its own round, and the reduce then met incomparable times in most intervals (bfs ran
+    /// much slower without the meet; same section). Off by default; `ripple`'s runs, whose
+    /// computations meet the precondition, turn it on.
     pub lockstep_iterations: bool,
 }
 
 impl RippleConfig {
     /// The default probe run: enough keys that each batch is walked once for many of them, few
-    /// enough that what a run gathers stays small. Runs of 4,096 measured within noise on
-    /// 1m/10m at 100,000 updates per step (10.62 s against 10.50 s for 1,000,000 updates,
-    /// medians of 5, alternating).
+    /// enough that what a run gathers stays small. Runs several times longer measured within
+    /// noise on a big graph (measurements: docs/perf-notes.md, section "Probe run length").
     pub const PROBE_RUN_DEFAULT: usize = 1024;
 
     /// The arrangements' least form size for plain rows (see
     /// [`BatcherConfig::form_bytes_min`]): an arrangement inside an iteration receives a few
     /// thousand updates per round, which 8 KiB forms cut into several chains, each update then
-    /// merged two or three times before the seal; 64 KiB forms sort them in one piece. bfs on
-    /// 1k/2k, callgrind: 3.8% fewer instructions at 1,000 updates per step (the arrange
-    /// operators' 22% fewer), 1.1% fewer at 10,000, unchanged at 10; in time, floors of 16, 32
-    /// and 128 KiB ran within noise of it at 1,000 per step (3.40, 3.43 and 3.38 s against
-    /// 3.37 s for 200,000 updates, medians of 4). Beyond this floor the limit follows an eighth
-    /// of the batcher's data and the trace's together (`MergeBatcher::set_context_bytes`, at
-    /// most 16 MiB): pending rows stay a small fraction of the arrangement.
+    /// merged two or three times before the seal; 64 KiB forms sort them in one piece. In bfs
+    /// that executed a few percent fewer instructions on mid-sized steps (a fifth fewer in the
+    /// arrange operators), and other floors near this one ran within noise of it
+    /// (measurements: docs/perf-notes.md, section "Arrangement form size floor"). Beyond this
+    /// floor the limit follows an eighth of the batcher's data and the trace's together
+    /// (`MergeBatcher::set_context_bytes`, at most 16 MiB): pending rows stay a small fraction
+    /// of the arrangement.
     pub const ARRANGE_FORM_BYTES_MIN: usize = 64 << 10;
 }
 

@@ -4,10 +4,26 @@
 //! per worker. Timely then moves those containers: to a worker of the same process by pointer,
 //! to another process through [`ContainerBytes`](timely::dataflow::channels::ContainerBytes)
 //! as columnar bytes. With one worker the pact passes containers through untouched.
+//!
+//! Keys pick their worker by a deterministic hash of the borrowed key ([`ExchangeData`]).
+//!
+//! Both inputs of a join and every process must route a key to the same worker, so the hash is
+//! computed on the borrowed form (`Ref`) that all containers and batches hand out, with a fixed
+//! hasher (no random seed).
+//!
+//! The hasher is Fx's multiply-add over words without Fx's final rotation: its state after the
+//! last multiplication has the most entropy in its high bits, which is where
+//! [`worker_of`] reads. For dense integer keys (node ids) the high bits of
+//! `key * K` also spread consecutive keys evenly, better than independent random choices would.
+//! Fx's finished hash, by a multiplication-mixed multiply-high, split them unevenly enough that
+//! one worker of bfs spent measurably longer in the reduce than the other; by a remainder, keys
+//! that differ only in their high bits all went to one worker (measurements: docs/perf-notes.md,
+//! section "Exchange hashing").
 
 use crate::container::{UpdateContainer, SHIP_UPDATES};
 use columnar::{Len, Ref};
 use ripple_updates::{Data, Semigroup, Time, Updates};
+use std::hash::{Hash, Hasher};
 use timely::communication::Push;
 use timely::dataflow::channels::pact::DistributorPact;
 use timely::dataflow::channels::pushers::exchange::Distributor;
@@ -61,7 +77,8 @@ where
             let mut positions = positions.as_slice();
             if buffer.is_empty() && !positions.is_empty() {
                 // A buffer handed to timely comes back empty, without room: growing it by
-                // doubling, column by column, cost a third of the split.
+                // doubling, column by column, cost a large share of the split (see
+                // docs/perf-notes.md, section "Exchange hashing").
                 buffer.updates = Updates::with_capacity_for(view);
             }
             while !positions.is_empty() {
@@ -101,11 +118,101 @@ where
     }
 }
 
+/// Data whose borrowed form can be hashed: keys of arrangements, joins and reductions.
+///
+/// Implemented for every [`Data`] type whose `Ref` is `Hash`: integers, tuples, `String`,
+/// `Vec<u8>`, and derived structs with `#[columnar(derive(Hash))]`.
+pub trait ExchangeData: Data {
+    /// The routing hash of a borrowed item; its high bits are the well-mixed ones.
+    fn hash_ref(item: Ref<'_, Self>) -> u64;
+}
+
+impl<D: Data> ExchangeData for D
+where
+    for<'a> Ref<'a, D>: Hash,
+{
+    #[inline]
+    fn hash_ref(item: Ref<'_, Self>) -> u64 {
+        let mut hasher = RouteHasher::default();
+        item.hash(&mut hasher);
+        hasher.finish()
+    }
+}
+
+/// Fx's multiplier (odd, with its bits spread).
+const K: u64 = 0xf135_7aea_2e62_a9c5;
+
+/// Each word is added to the state, which is then multiplied by [`K`]; `finish` returns the
+/// state as it is.
+#[derive(Default)]
+struct RouteHasher {
+    state: u64,
+}
+
+impl RouteHasher {
+    #[inline]
+    fn add(&mut self, word: u64) {
+        self.state = self.state.wrapping_add(word).wrapping_mul(K);
+    }
+}
+
+impl Hasher for RouteHasher {
+    #[inline]
+    fn write(&mut self, bytes: &[u8]) {
+        let mut words = bytes.chunks_exact(8);
+        for word in &mut words {
+            self.add(u64::from_le_bytes(word.try_into().expect("8 bytes")));
+        }
+        let rest = words.remainder();
+        if !rest.is_empty() {
+            let mut word = [0u8; 8];
+            word[..rest.len()].copy_from_slice(rest);
+            self.add(u64::from_le_bytes(word));
+        }
+    }
+
+    #[inline]
+    fn write_u8(&mut self, i: u8) {
+        self.add(u64::from(i));
+    }
+
+    #[inline]
+    fn write_u16(&mut self, i: u16) {
+        self.add(u64::from(i));
+    }
+
+    #[inline]
+    fn write_u32(&mut self, i: u32) {
+        self.add(u64::from(i));
+    }
+
+    #[inline]
+    fn write_u64(&mut self, i: u64) {
+        self.add(i);
+    }
+
+    #[inline]
+    fn write_u128(&mut self, i: u128) {
+        self.add(i as u64);
+        self.add((i >> 64) as u64);
+    }
+
+    #[inline]
+    fn write_usize(&mut self, i: usize) {
+        self.add(i as u64);
+    }
+
+    #[inline]
+    fn finish(&self) -> u64 {
+        self.state
+    }
+}
+
 /// The worker of `peers` that a routing hash picks: the hash scaled into `[0, peers)` by a
-/// multiplication that keeps its high bits, where [`crate::hashing`]'s hash is well mixed. (A
-/// remainder was a 64-bit division per update: a third of the split's time in perf with 2
-/// workers.) Every pact and process must agree on it: this is the one place that maps hashes
-/// to workers.
+/// multiplication that keeps its high bits, where [`ExchangeData::hash_ref`] is well mixed. (A
+/// remainder was a 64-bit division per update, a large share of the split's time; see
+/// docs/perf-notes.md, section "Exchange hashing".) Every pact and process must agree on it:
+/// this is the one place that maps hashes to workers.
 #[inline]
 pub fn worker_of(hash: u64, peers: usize) -> usize {
     ((u128::from(hash) * peers as u128) >> 64) as usize
@@ -129,7 +236,7 @@ where
 #[cfg(test)]
 mod tests {
     use super::worker_of;
-    use crate::hashing::ExchangeData;
+    use super::ExchangeData;
     use proptest::prelude::*;
 
     /// The share of `keys` that each of `peers` workers gets.

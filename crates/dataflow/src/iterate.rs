@@ -12,11 +12,11 @@
 //! is set to (a reduce's output, say) come back with their times advanced, as batches, so the
 //! next round reads them without arranging them again.
 
-use crate::arrange::{give_batch, Arranged};
+use crate::arrange::{Arranged, TraceAgent};
+use crate::capabilities::give_batch;
 use crate::collection::{Collection, Output};
 use crate::config::RippleConfig;
 use crate::container::UpdateContainer;
-use crate::shared::TraceAgent;
 use ripple_trace::{Batch, Description, TraceHandle};
 use ripple_updates::{Abelian, Antichain, Data, Product, Semigroup, Time};
 use timely::container::CapacityContainerBuilder;

@@ -10,28 +10,26 @@
 //! See the crate README's guide and `ARCHITECTURE.md` for the map.
 
 pub mod arrange;
+mod capabilities;
 pub mod capture;
 pub mod collection;
 pub mod config;
 pub mod container;
 pub mod exchange;
-pub mod hashing;
 pub mod input;
 pub mod iterate;
 pub mod join;
 mod recycle;
 pub mod reduce;
-pub mod shared;
 
-pub use arrange::Arranged;
+pub use arrange::{Arranged, TraceAgent};
 pub use capture::Captured;
 pub use collection::Collection;
 pub use config::RippleConfig;
 pub use container::UpdateContainer;
-pub use hashing::ExchangeData;
+pub use exchange::ExchangeData;
 pub use input::{InputError, InputSession};
 pub use iterate::{ArrangedVariable, Variable};
-pub use shared::TraceAgent;
 
 /// The README's examples, compiled and run as doctests so the guide stays true.
 #[doc = include_str!("../../../README.md")]

@@ -3,7 +3,8 @@
 //! The merge batcher's sealed chains and the spine's merges both produce updates in that order,
 //! so the builder never sorts: it appends, opening a new key or value when it changes.
 
-use crate::batch::{exact_copy, fences_of, payload_bytes, Batch, BatchData};
+use crate::batch::{Batch, BatchData};
+use crate::columns::{exact_copy, fences_of, payload_bytes};
 use crate::description::Description;
 use crate::history::{Histories, HistoriesBuilder};
 use crate::offsets::OffsetList;
@@ -239,9 +240,9 @@ impl<U: Update> Builder<U> {
             // Keeping the buffers of a big batch would hold its size for nothing, so they go
             // with the batch when that wastes little: the offsets (plain vectors, whose big
             // allocations shrink in place) always, the key and value columns when a merge
-            // sized them and they came out at least four-fifths full. Copying them was 2.5% of
-            // the samples of bfs's updates on 1m/10m at 100,000 per step, and briefly held the
-            // columns twice.
+            // sized them and they came out at least four-fifths full. Copying them was a few
+            // percent of bfs's samples on big steps over a big graph, and briefly held the
+            // columns twice (see docs/perf-notes.md, section "Batch builder: keeping columns").
             let [reserved_keys, reserved_vals] = self.reserved;
             let taken = std::mem::take(self);
             let data = BatchData {

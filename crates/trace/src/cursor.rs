@@ -4,10 +4,12 @@
 //! every item it returns is a `Ref` pointing into the batch. It borrows the batch, so it cannot
 //! outlive it; readers that must outlive a trace's changes hold [`crate::Batch`] handles.
 
-use crate::batch::{BatchData, KEY_FENCE};
+use crate::batch::{Batch, BatchData};
+use crate::columns::{prefetch_item, KEY_FENCE};
 use crate::history::Histories;
 use columnar::{Borrow, BorrowedOf, Columnar, Index, Len, Ref};
 use ripple_updates::search::gallop;
+use ripple_updates::update::Row;
 use ripple_updates::Update;
 use std::cmp::Ordering;
 
@@ -21,6 +23,34 @@ pub struct BatchCursor<'a, U: Update> {
     val: usize,
     /// One past the current key's last value.
     val_end: usize,
+}
+
+impl<U: Update> Batch<U> {
+    /// A cursor over this batch's updates, borrowing the batch.
+    pub fn cursor(&self) -> BatchCursor<'_, U> {
+        BatchCursor::new(self.data())
+    }
+
+    /// All updates as owned rows, in order (tests and tools; not a hot path).
+    pub fn to_rows(&self) -> Vec<Row<U>> {
+        let mut rows = Vec::with_capacity(self.len());
+        let mut cursor = self.cursor();
+        while let Some(key) = cursor.get_key() {
+            while let Some(val) = cursor.get_val() {
+                cursor.map_times(|time, diff| {
+                    rows.push((
+                        U::Key::into_owned(key),
+                        U::Val::into_owned(val),
+                        U::Time::into_owned(time),
+                        U::Diff::into_owned(diff),
+                    ))
+                });
+                cursor.step_val();
+            }
+            cursor.step_key();
+        }
+        rows
+    }
 }
 
 impl<U: Update> Clone for BatchCursor<'_, U> {
@@ -220,7 +250,7 @@ impl<'a, U: Update> BatchCursor<'a, U> {
             0 => data.key_ends.prefetch_start(key),
             1 => {
                 let val = data.key_ends.start(key);
-                crate::batch::prefetch_item::<U::Val>(&data.vals, val, data.val_ends.len());
+                prefetch_item::<U::Val>(&data.vals, val, data.val_ends.len());
                 data.val_ends.prefetch_start(val);
             }
             _ => {
@@ -246,7 +276,7 @@ impl<'a, U: Update> BatchCursor<'a, U> {
 
 #[cfg(test)]
 mod tests {
-    use crate::batch::{FENCED_KEYS_MIN, KEY_FENCE};
+    use crate::columns::{FENCED_KEYS_MIN, KEY_FENCE};
     use crate::{Batch, Builder, Description};
     use proptest::prelude::*;
     use ripple_updates::Antichain;

@@ -9,16 +9,14 @@
 //! are stored per update ("plain").
 //!
 //! The hashing costs a few percent, and skipping it everywhere is not worth the memory: with
-//! every batch plain, bfs on 1m/10m at 100,000 per step ran in the same time (2.65 and 2.63 s
-//! against 2.62 and 2.78 s for 300,000 updates) with 46% more peak resident memory (664 MB
-//! against 455 MB). Small batches are another matter: a builder told to expect at most 16,384
-//! updates (a merge of small batches, a small sealed chain, a reduce's small output) stores them
-//! per update from the start. Inside an iteration most merges are of that kind, of the small
-//! batches of one outer step's rounds, which the next whole compaction rewrites anyway.
-//! bfs on 1k/2k at 1,000 updates per step, one worker: 1.5% fewer instructions (callgrind,
-//! 20,000 updates: 2.325G to 2.291G) and 2.7% more throughput (medians of 7, alternating,
-//! 200,000 updates: 108,265 to 111,175 updates/s); the big batches of 1m/10m keep their
-//! dictionaries.
+//! every batch plain, bfs on a big graph ran in the same time with about half again as much
+//! peak resident memory. Small batches are another matter: a builder told to expect at most
+//! 16,384 updates (a merge of small batches, a small sealed chain, a reduce's small output)
+//! stores them per update from the start. Inside an iteration most merges are of that kind, of
+//! the small batches of one outer step's rounds, which the next whole compaction rewrites
+//! anyway; on a small graph that saved a few percent of bfs's instructions and time, while the
+//! big batches of a big graph keep their dictionaries. See docs/perf-notes.md, section
+//! "Histories: the (time, diff) dictionary".
 //!
 //! Reads hand out the dictionary's `Ref` items, so they borrow like every other column.
 
@@ -114,10 +112,10 @@ impl<T: Time, R: Semigroup> Histories<T, R> {
     }
 
     /// Prefetches what reading update `update` will touch: its index entry, or its pair when
-    /// plain (see [`crate::batch::prefetch_item`]).
+    /// plain (see [`crate::columns::prefetch_item`]).
     #[inline]
     pub(crate) fn prefetch(&self, update: usize) {
-        use crate::batch::prefetch_item;
+        use crate::columns::prefetch_item;
         match &self.index {
             PairIndex::Plain => {
                 prefetch_item::<T>(&self.times, update, self.len);
@@ -146,7 +144,7 @@ impl<T: Time, R: Semigroup> Histories<T, R> {
         }
         Some(Self {
             times,
-            diffs: crate::batch::exact_copy::<R>(&self.diffs),
+            diffs: crate::columns::exact_copy::<R>(&self.diffs),
             index: self.index.clone(),
             len: self.len,
         })
@@ -154,8 +152,8 @@ impl<T: Time, R: Semigroup> Histories<T, R> {
 
     /// Heap bytes held: the pairs' payload plus the index.
     pub fn heap_bytes(&self) -> usize {
-        let pairs = crate::batch::payload_bytes::<T>(&self.times)
-            + crate::batch::payload_bytes::<R>(&self.diffs);
+        let pairs = crate::columns::payload_bytes::<T>(&self.times)
+            + crate::columns::payload_bytes::<R>(&self.diffs);
         pairs
             + match &self.index {
                 PairIndex::Plain | PairIndex::Single => 0,
@@ -252,12 +250,10 @@ const PLAIN_CHECK_AFTER: usize = 1024;
 
 /// A dictionary is abandoned once it holds more pairs than this, however many updates share
 /// them. Its hash table then outgrows the processor's private caches and every lookup waits on
-/// memory, which costs more than the bytes it saves. bfs on 1m/10m, where merges of big batches
-/// built dictionaries of 100,000 to 250,000 pairs (a few percent of their updates), measured
-/// with the binaries running side by side (medians of 4 to 6 runs): a limit of 65,536 against
-/// none, 2.7% less time at 100,000 updates per step and 4.3% at 1,000,000; 16,384 against
-/// 65,536, a further 2.3% and 1.3%; 4,096 the same as 16,384. Peak resident memory 1% to 4%
-/// higher.
+/// memory, which costs more than the bytes it saves. On a big graph, where merges of big
+/// batches built dictionaries of hundreds of thousands of pairs, each lower limit down to this
+/// one took a few percent off bfs's time for slightly more peak resident memory, and a lower
+/// one changed nothing; see docs/perf-notes.md, section "Histories: dictionary size limit".
 const DICTIONARY_PAIRS_MAX: usize = 1 << 14;
 
 /// Turns `push`, which takes owned pairs, into a callback taking borrowed ones: each is copied
@@ -351,9 +347,9 @@ impl<T: Time, R: Semigroup> HistoriesBuilder<T, R> {
 
     /// Appends the updates `range` of `source`: the same as pushing each of them, with the
     /// pairs copied column by column where the builder stores them per update. Merges copy
-    /// most values whole: in bfs on 1k/2k, 20,000 updates, this took 0.85% off the instructions
-    /// at 1,000 updates per step, 1.7% at 10,000 and 0.15% at 1 (with the check for one
-    /// repeated pair moved from every push to the build).
+    /// most values whole, and copying them in bulk (with the check for one repeated pair moved
+    /// from every push to the build) took up to a couple of percent off bfs's instructions; see
+    /// docs/perf-notes.md, section "Histories: bulk copies".
     pub fn extend_from(&mut self, source: &Histories<T, R>, range: std::ops::Range<usize>) {
         debug_assert!(range.end <= source.len());
         let count = range.len();
@@ -413,8 +409,9 @@ impl<T: Time, R: Semigroup> HistoriesBuilder<T, R> {
     fn reserve_small(&mut self, time: &T, diff: &R) {
         let room = self.expected.min(SMALL_MAX);
         // A builder reused across small batches mostly has the room already: reserving it
-        // again cost a sample's allocations at every batch (1% of the instructions of bfs at
-        // one update per step).
+        // again cost a sample's allocations at every batch (about a percent of bfs's
+        // instructions at one update per step; see docs/perf-notes.md, section "Histories:
+        // small buffers").
         if self.small_room >= room {
             return;
         }
@@ -554,8 +551,8 @@ impl<T: Time, R: Semigroup> HistoriesBuilder<T, R> {
             )
         } else {
             (
-                crate::batch::exact_copy::<T>(&self.times),
-                crate::batch::exact_copy::<R>(&self.diffs),
+                crate::columns::exact_copy::<T>(&self.times),
+                crate::columns::exact_copy::<R>(&self.diffs),
             )
         };
         let histories = Histories {

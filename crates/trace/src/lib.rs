@@ -2,7 +2,8 @@
 //!
 //! - [`batch`]: a [`Batch`] is an immutable columnar trie `key -> val -> (time, diff)` for an
 //!   interval of times ([`Description`]), shared by reference count. [`offsets`] and
-//!   [`history`] are its compact encodings.
+//!   [`history`] are its compact encodings; `columns` holds helpers the levels share, and
+//!   `map_times` rewrites a batch's times.
 //! - [`builder`]: sorted, consolidated updates (a sealed chain) to a batch, without sorting.
 //! - [`cursor`]: [`BatchCursor`] navigates one batch with borrowed items; [`trace_cursor`]
 //!   merges several on the fly.
@@ -43,11 +44,13 @@
 
 pub mod batch;
 pub mod builder;
+mod columns;
 pub mod cursor;
 pub mod description;
 pub mod handle;
 pub mod history;
 pub mod lookup;
+mod map_times;
 pub mod merge;
 pub mod offsets;
 pub mod snapshot;

@@ -10,12 +10,12 @@
 //!   (Bisecting the remaining keys for far probes, or bracketing the probe run first, measured
 //!   slower: galloping's first steps touch cache lines the previous search just read.)
 //! - a big batch (one with key fences) against a much shorter probe run: when the stretch of
-//!   keys the probes span (two searches through the fences) is within 8x of the
+//!   keys the probes span (two searches through the fences) is within eight times the
 //!   probes in number, that stretch is walked in order without branching on the comparisons
-//!   (bfs on 1m/10m at 100,000 updates per step: 3% faster than bisecting). Otherwise each
-//!   probe finds its block of keys among the fences, then bisects it without branching, so
-//!   the cache misses of different probes overlap (bfs on the 1m/10m graph: 10% to 12%
-//!   faster at 100 to 10,000 updates per step than the galloping walk through fences).
+//!   (a few percent faster than bisecting in bfs on a big graph). Otherwise each probe finds
+//!   its block of keys among the fences, then bisects it without branching, so the cache
+//!   misses of different probes overlap (about a tenth faster there than the galloping walk
+//!   through fences). Measurements: docs/perf-notes.md, section "Batched lookups".
 //!
 //! The hits, `(probe, key position)` per batch, are then merged in probe order and handed out
 //! as a [`ValCursor`] over the values of that key in every batch that has it. A single probe
@@ -24,12 +24,51 @@
 //! several traces (reduce reads its input history, new batches and output) can take the same
 //! key from each before moving on.
 
-use crate::batch::KEY_FENCE;
+use crate::columns::KEY_FENCE;
 use crate::trace_cursor::TraceCursor;
 use columnar::{Columnar, Index, Len, Ref};
 use ripple_updates::search::gallop;
 use ripple_updates::Update;
 use std::cmp::Ordering;
+
+impl<'a, U: Update> TraceCursor<'a, U> {
+    /// Finds each of `probes` (sorted) in every batch, one forward pass per batch, and calls
+    /// `found(probe_index, values)` for each probe present in some batch, in probe order. Reuse
+    /// one cursor and one `scratch` across lookups: neither allocates once warm. Leaves the
+    /// cursor at an unspecified key. See the module documentation.
+    pub fn lookup<'p, P>(
+        &mut self,
+        probes: P,
+        scratch: &mut LookupScratch,
+        found: impl FnMut(usize, &mut ValCursor<'_, 'a, U>),
+    ) where
+        P: columnar::Index<Ref = columnar::Ref<'p, U::Key>> + columnar::Len + Copy,
+    {
+        lookup(self, probes, scratch, found)
+    }
+
+    /// Like [`TraceCursor::lookup`], in two steps: `start_lookup` finds the probes, then each
+    /// [`TraceCursor::next_hit`] positions the cursor at the next probe found and returns its
+    /// index, so a caller can interleave the lookups of several traces key by key. The cursor
+    /// must not be moved otherwise in between.
+    pub fn start_lookup<'p, P>(&mut self, probes: P, scratch: &mut LookupScratch)
+    where
+        P: columnar::Index<Ref = columnar::Ref<'p, U::Key>> + columnar::Len + Copy,
+    {
+        start(self, probes, scratch)
+    }
+
+    /// The next probe found by the lookup `start_lookup` began, with the cursor at its key.
+    pub fn next_hit(&mut self, scratch: &mut LookupScratch) -> Option<usize> {
+        next_hit(self, scratch)
+    }
+
+    /// Like [`TraceCursor::next_hit`], without ordering the key's values across batches: read
+    /// them with [`TraceCursor::map_key_updates`].
+    pub fn next_hit_key(&mut self, scratch: &mut LookupScratch) -> Option<usize> {
+        next_hit_key(self, scratch)
+    }
+}
 
 /// Buffers reused across lookups, so a steady stream of lookups allocates nothing.
 #[derive(Default)]
@@ -164,9 +203,9 @@ pub fn start<'p, U: Update, P>(
         } else if batch.fence_count() > 0 && key_count > DENSE_RATIO * probe_count {
             // Density is judged by the keys the probes span, which two searches through the
             // fences find: a long run of a big interval's keys may cover a stretch of a huge
-            // batch closely (bfs on 1m/10m at 100,000 updates per step: 1,024 probes within
-            // about 2,400 keys), and a walk reads that stretch in order where bisections would
-            // wait on a cache line each.
+            // batch closely (in bfs on a big graph, a probe run within a stretch of a few times
+            // its length; see docs/perf-notes.md, section "Batched lookups"), and a walk reads
+            // that stretch in order where bisections would wait on a cache line each.
             let from = batch.search_key(0, first_probe);
             let to = batch
                 .search_key(from, last_probe)
@@ -360,9 +399,9 @@ const DENSE_BLOCK: usize = 8;
 /// (after skipping whole blocks that lie below it): those comparisons do not depend on one
 /// another, so a probe costs about one load-and-compare of latency however many keys it passes.
 /// Keys are distinct, so the keys below a probe are a prefix of the block and their count is
-/// the step to the first key at or after it. (bfs on 1m/10m at 100,000 updates per step, the
-/// reduce walking its big batches for a few hundred thousand keys per round: 2.3% less time
-/// than stepping through them, medians of 6 runs side by side; at 10,000 per step 1.3% less.)
+/// the step to the first key at or after it. (With the reduce walking its big batches for
+/// hundreds of thousands of keys per round, bfs took a few percent less time than stepping
+/// through them; see docs/perf-notes.md, section "Batched lookups".)
 #[inline]
 fn walk_dense<K: Ord>(
     probe_count: usize,
@@ -406,8 +445,9 @@ pub fn next_hit<U: Update>(
 }
 
 /// How many hits ahead of the one it hands out [`next_hit_key`] prefetches a key's first
-/// update in a big batch (bfs on the 1m/10m graph: 4, 8 and 16 all cut 10% to 15% at 1,000
-/// updates per step). The key's value and offsets are prefetched further ahead, in stages
+/// update in a big batch (in bfs on a big graph, prefetching a handful of hits ahead, or a
+/// dozen, cut about a tenth of the time; see docs/perf-notes.md, section "Batched lookups").
+/// The key's value and offsets are prefetched further ahead, in stages
 /// [`PREFETCH_STAGE`] hits apart (see [`crate::cursor::BatchCursor::prefetch_key`]).
 const PREFETCH_AHEAD: usize = 8;
 

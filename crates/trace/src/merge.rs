@@ -285,8 +285,8 @@ fn gather<U: Update>(
     advanced: &mut bool,
 ) {
     // Two loops rather than one with the test inside: the compiler does not hoist it out of
-    // the per-encoding loops of `map_times`, and the one loop cost 1.5% more instructions in
-    // bfs at 1,000 updates per step.
+    // the per-encoding loops of `map_times`, and the one loop cost a percent or two more of
+    // bfs's instructions (see docs/perf-notes.md, section "Merge: gathering times").
     if !advance {
         cursor.map_times(|time, diff| {
             scratch.push((U::Time::into_owned(time), U::Diff::into_owned(diff)));

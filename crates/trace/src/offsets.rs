@@ -65,10 +65,10 @@ impl OffsetList {
         }
         let entry = index - 1;
         if entry < self.narrow.len() {
-            crate::batch::prefetch_item::<u32>(&self.narrow, entry, self.narrow.len());
+            crate::columns::prefetch_item::<u32>(&self.narrow, entry, self.narrow.len());
         } else {
             let entry = entry - self.narrow.len();
-            crate::batch::prefetch_item::<u64>(&self.wide, entry, self.wide.len());
+            crate::columns::prefetch_item::<u64>(&self.wide, entry, self.wide.len());
         }
     }
 

@@ -25,18 +25,18 @@
 //! physical compaction frontier says which batches readers still need distinct: a batch enters
 //! the levels (and may be merged) only once its `upper` is not beyond that frontier; until then
 //! it waits in `pending`. Empty batches carry frontier progress and weigh 1; their merges cost
-//! what copying the other side costs, with no work of their own. (At one update per step half
-//! the merges have an empty side: bfs on 1k/2k, 1,000 updates, makes 12,300 merges, 3,100 of
-//! them of two empty batches. Completing those merges without the merge machinery, and those
-//! of one empty batch whose partner needed no advancing and was not shared with a reader, saved
-//! 0.7% of the instructions, 0.4% at 1,000 updates per step; not kept.)
+//! what copying the other side costs, with no work of their own. (At one update per step about
+//! half the merges have an empty side, a quarter both. Completing those merges without the
+//! merge machinery, and those of one empty batch whose partner needed no advancing and was not
+//! shared with a reader, saved under a percent of the instructions, so it was not kept; see
+//! docs/perf-notes.md, section "Spine: empty merges".)
 //!
 //! Inside an iteration the small batches of a step's rounds hold updates that cancel once
 //! their times are advanced to the next step (rounds collapse at the compaction frontier), but
 //! the binary counter merges them only as further inserts fill the levels, so readers walk the
 //! uncollapsed updates of several past steps. Merging small batches sooner (counting every
-//! batch as weighing at least 256, 1,024 or 4,096) ran within noise of the counter in bfs on
-//! 1k/2k at 1,000 per step: what the extra merges cost, the shorter histories saved. What pays
+//! batch as weighing at least some hundreds or thousands) ran within noise of the counter in
+//! bfs: what the extra merges cost, the shorter histories saved. What pays
 //! is a *whole compaction* once per outer step: all admitted batches merged into one, now,
 //! when the meet of the logical frontier has moved since the last one (inside an iteration it
 //! moves only when an outer time completes, so compacting mid-step would collapse nothing)
@@ -46,11 +46,10 @@
 //! in a quarter of that ([`SpineConfig::compaction_share`]: big steps over a big trace). It
 //! waits for the first batch beyond the new meet (the next step's first round, inserted before
 //! anyone reads it), so a trace that takes nothing more, at the end of a run, is not rewritten
-//! for no reader (bfs on 1m/10m in one step of 1,000,000 updates ran 8% slower with the
-//! compaction at the step's end). In bfs on
-//! 1k/2k at 1,000 updates per step the reduce's input histories shrink from 22.7 updates per
-//! visit to 11.7 and its output histories from 10.7 to 6.3; see
-//! [`SpineConfig::compaction_min`] for the times.
+//! for no reader (a single big step ran measurably slower with the compaction at the step's
+//! end). In bfs whole compactions about halve the histories the reduce reads per visit; see
+//! [`SpineConfig::compaction_min`] for the times, and docs/perf-notes.md, section "Spine: whole
+//! compaction", for the measurements.
 
 use crate::batch::Batch;
 use crate::builder::Builder;
@@ -65,40 +64,34 @@ use std::collections::VecDeque;
 pub struct SpineConfig {
     /// Merge work granted per inserted update (at least 1 unit per insert). Higher values
     /// finish merges sooner, holding fewer batches for readers to walk. 4 is enough for merges
-    /// to keep up, and 8 (differential-dataflow's budget per record) beats 4 by about 5% in
-    /// bfs at one update per step. The default, 32, beats 8 by about 3% in bfs on the 1m/10m
-    /// graph at 100,000 updates per step with one worker, where the reduce's batched lookups
-    /// (a quarter of the time) probe every big batch of its input and output traces; with two
-    /// workers there, from 1 to 1,000 and at 1,000,000 per step the two are within noise
-    /// (paired runs of 1,000,000 updates; 64 gained nothing more). On 1k/2k at 1,000 per step
-    /// with one worker, 8 and 4 are within noise of 32 (3.26 and 3.39 s against 3.31 s for
-    /// 200,000 updates, medians of 3, alternating) and 2 is 10% slower.
+    /// to keep up, and 8 (differential-dataflow's budget per record) beats 4 by a few percent in
+    /// bfs at one update per step. The default, 32, beats 8 by a few percent on big steps over a
+    /// big graph, where the reduce's batched lookups probe every big batch of its input and
+    /// output traces; elsewhere the two are within noise, and more effort gained nothing. On a
+    /// small graph 8 and 4 are within noise of 32 and 2 is markedly slower. See
+    /// docs/perf-notes.md, section "Spine: merge effort".
     pub effort: usize,
     /// The least number of updates a trace takes in between two whole compactions (see the
-    /// module documentation); `usize::MAX` turns them off. Measured with the same binary,
-    /// alternating, against no whole compactions: bfs on 1k/2k gained 7.7% at 1,000 updates
-    /// per step with one worker (70,798 to 76,234 updates/s), 11% with two (106,218 to
-    /// 117,648 and 106,851 to 118,859) and 11% at 10,000 per step (77,612 to 85,311 and
-    /// 76,860 to 86,328); from 1 to 100 per step and at 100,000 it was within noise. On
-    /// 1m/10m it gained 1% at 1,000 per step, 14% at 10,000 and 30% at 100,000 with two
-    /// workers (one run each of 30,000 to 200,000 updates), with the same peak resident memory.
+    /// module documentation); `usize::MAX` turns them off. Against no whole compactions, bfs
+    /// gained roughly a tenth on mid-sized steps over a small graph and up to about a third on
+    /// big steps over a big graph, with the same peak resident memory, and was within noise on
+    /// the smallest steps; see docs/perf-notes.md, section "Spine: whole compaction".
     pub compaction_min: usize,
     /// A whole compaction is also due when the outer step that just ended took in at least
     /// `1 / compaction_share` of what the last one left the levels holding (and
     /// [`SpineConfig::compaction_min`]), however much came before. Waiting until the trace had
-    /// taken in as much as it held kept a big trace's steps apart: in bfs on 1m/10m at 100,000
-    /// updates per step the reduce's input trace (2.75M updates) took about 1.65M per step, so
+    /// taken in as much as it held kept a big trace's steps apart: on big steps over a big
+    /// graph the reduce's input trace took in over half of what it held at every step, so
     /// the batches of one step were merged with the next step's round by round, their times
     /// only partly advanced (to mid-step frontiers), and read that way. Compacted at every
     /// step's start instead, the old batch is mostly copied key by key and the last step's
-    /// times collapse; the reduce's merges of that trace took 170 ms instead of 575 over two
-    /// steps, and bfs ran 11% faster (medians of 3, alternating, 300,000 updates: 128,196
-    /// against 115,124 updates/s) with 450 MB of peak resident memory instead of 565.
-    /// Counting the whole intake instead (a compaction once the levels took in a quarter of
-    /// what they held, over any number of steps) rewrote the old batch every four steps at
-    /// 10,000 and 1,000 per step: 9% and 10% slower there. Steps that small never reach a
-    /// quarter of the trace, and on 1k/2k `compaction_min` decides: both run as before. A share
-    /// of 1 leaves only the doubling rule.
+    /// times collapse: the reduce's merges of that trace took a fraction of the time, and bfs
+    /// ran about a tenth faster with less peak resident memory. Counting the whole intake
+    /// instead (a compaction once the levels took in a quarter of what they held, over any
+    /// number of steps) rewrote the old batch every four steps on smaller steps, about a tenth
+    /// slower there. Steps that small never reach a quarter of the trace, and on small graphs
+    /// `compaction_min` decides: both run as before. A share of 1 leaves only the doubling
+    /// rule. See docs/perf-notes.md, section "Spine: compaction share".
     pub compaction_share: usize,
 }
 
@@ -414,9 +407,9 @@ impl<U: Update> Spine<U> {
     /// Empties levels `0..levels` into one batch, with their total weight. Lower levels hold
     /// newer and smaller batches, so they are merged first, each older level into the result
     /// so far: a level's updates are rewritten once per level above theirs, and the biggest,
-    /// oldest batch once. (Oldest first, the big batch was rewritten once per level below it:
-    /// whole compactions in bfs on 1k/2k at 1,000 updates per step, folding 7 levels on
-    /// average, read 5.1 million updates instead of 3.6.)
+    /// oldest batch once. (Oldest first, the big batch was rewritten once per level below it,
+    /// and whole compactions in bfs read about two fifths more updates; see docs/perf-notes.md,
+    /// section "Spine: whole compaction".)
     fn fold_levels(&mut self, levels: usize) -> Option<(Batch<U>, usize)> {
         let mut merged: Option<(Batch<U>, usize)> = None;
         for level in 0..levels {

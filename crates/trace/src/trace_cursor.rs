@@ -1,12 +1,12 @@
 //! Navigating several batches at once, as one: the cursor of a trace snapshot.
 //!
 //! [`TraceCursor`] keeps one [`BatchCursor`] per batch and the set of batches whose current key
-//! (then value) is the least, so stepping touches only the batches at that key. Times of a value
+//! (then value) is the least, so stepping touches only the batches at that key. Its batched
+//! lookups live in [`crate::lookup`]. Times of a value
 //! are reported batch by batch; readers accumulate them.
 
 use crate::batch::Batch;
 use crate::cursor::BatchCursor;
-use crate::lookup::{LookupScratch, ValCursor};
 use columnar::{Columnar, Ref};
 use ripple_updates::Update;
 use std::cmp::Ordering;
@@ -97,8 +97,8 @@ impl<'a, U: Update> TraceCursor<'a, U> {
     /// batch's values in order, values not merged across batches. Leaves the current key's
     /// values consumed (reposition the cursor, as a lookup's next hit does, before reading on).
     // Out of line: LLVM's choice to inline it into the reduce operator flips with unrelated
-    // edits there, and inlined it ran more instructions (bfs on 1k/2k at 1,000 updates per step,
-    // callgrind: 1.680G inlined, 1.666G out of line).
+    // edits there, and inlined it ran slightly more instructions (see docs/perf-notes.md,
+    // section "Trace cursor: map_key_updates out of line").
     #[inline(never)]
     pub fn map_key_updates(
         &mut self,
@@ -146,43 +146,6 @@ impl<'a, U: Update> TraceCursor<'a, U> {
             self.cursors[index].seek_val(val);
         }
         self.find_least_val();
-    }
-
-    /// Finds each of `probes` (sorted) in every batch, one forward pass per batch, and calls
-    /// `found(probe_index, values)` for each probe present in some batch, in probe order. Reuse
-    /// one cursor and one `scratch` across lookups: neither allocates once warm. Leaves the
-    /// cursor at an unspecified key. See [`crate::lookup`].
-    pub fn lookup<'p, P>(
-        &mut self,
-        probes: P,
-        scratch: &mut LookupScratch,
-        found: impl FnMut(usize, &mut ValCursor<'_, 'a, U>),
-    ) where
-        P: columnar::Index<Ref = columnar::Ref<'p, U::Key>> + columnar::Len + Copy,
-    {
-        crate::lookup::lookup(self, probes, scratch, found)
-    }
-
-    /// Like [`TraceCursor::lookup`], in two steps: `start_lookup` finds the probes, then each
-    /// [`TraceCursor::next_hit`] positions the cursor at the next probe found and returns its
-    /// index, so a caller can interleave the lookups of several traces key by key. The cursor
-    /// must not be moved otherwise in between.
-    pub fn start_lookup<'p, P>(&mut self, probes: P, scratch: &mut LookupScratch)
-    where
-        P: columnar::Index<Ref = columnar::Ref<'p, U::Key>> + columnar::Len + Copy,
-    {
-        crate::lookup::start(self, probes, scratch)
-    }
-
-    /// The next probe found by the lookup `start_lookup` began, with the cursor at its key.
-    pub fn next_hit(&mut self, scratch: &mut LookupScratch) -> Option<usize> {
-        crate::lookup::next_hit(self, scratch)
-    }
-
-    /// Like [`TraceCursor::next_hit`], without ordering the key's values across batches: read
-    /// them with [`TraceCursor::map_key_updates`].
-    pub fn next_hit_key(&mut self, scratch: &mut LookupScratch) -> Option<usize> {
-        crate::lookup::next_hit_key(self, scratch)
     }
 
     /// Returns to the first key.

@@ -5,15 +5,14 @@
 //!   integers, tuples of integers, `Product` times). Copying such an update out of its columns
 //!   is a few register moves, and sorting a `Vec` of rows in place is the fastest sort there is.
 //!   This is the common case in graphs, and the case where per-record column access made the
-//!   columnar merge batcher of the seed lose 4-6x. Rows keyed by a primitive integer are sorted
-//!   by a radix sort on the key's bytes, then by value and time within each key
-//!   ([`crate::radix`]); other rows by a comparison sort. Spreading *all* of a row's
-//!   significant bits over radix passes does not pay: on 500,000 rows shaped like bfs's, seven
-//!   byte passes scattering whole rows took 30-40 ms against the comparison sort's 19-21 ms (a
-//!   standalone measurement, not kept). Inputs made of a few sorted runs (a third of the rows
-//!   bfs forms on 1k/2k at 1,000 updates per step have at most one descent per 32 rows) are
-//!   not worth detecting: a stable sort, which merges such runs, cut 0.3% of the instructions
-//!   and ran no faster (medians of 6, alternating).
+//!   columnar merge batcher of the seed lose several times over. Rows keyed by a primitive
+//!   integer are sorted by a radix sort on the key's bytes, then by value and time within each
+//!   key ([`crate::radix`]); other rows by a comparison sort. Spreading *all* of a row's
+//!   significant bits over radix passes does not pay: byte passes scattering whole rows took
+//!   longer than the comparison sort. Inputs made of a few sorted runs (common in bfs's forms)
+//!   are not worth detecting: a stable sort, which merges such runs, cut a fraction of a
+//!   percent of the instructions and ran no faster. See docs/perf-notes.md, section
+//!   "Consolidation: sorting rows".
 //! - **Columns** ([`consolidate_columns`]), for everything else (`String`, `Vec<u8>`, ...):
 //!   sort a permutation of indices by comparing borrowed items in place, then gather. Nothing is
 //!   cloned per record. `String` keys sort by an integer of their bytes past the prefix all keys

@@ -2,22 +2,17 @@
 //! comparison sort within each run of equal keys.
 //!
 //! Comparison sorts spend most of their time on the key: on rows shaped like bfs's (`u32` key
-//! and value, `Product<u64, u32>` time, `i64` diff) a pattern-defeating quicksort takes 24 to
-//! 29 ns per row for 350 to 1,260 rows and about 60 ns per row for 500,000 rows with keys below
-//! 10^6. Distributing the rows by the key's varying bytes (least significant first, each pass
-//! stable; bytes all keys share are skipped) and then sorting each run of equal keys by value
-//! and time takes 10 to 14 ns and 30 ns per row there (a standalone measurement, not kept; an
-//! earlier attempt that spread *every* significant bit of the row over seven byte passes lost
-//! to the comparison sort). The runs are short where keys are many and the batches small, the
-//! common case in iterations. In bfs on 1k/2k (the same binary, switched by a variable,
-//! alternating; 100,000 to 200,000 updates) it raised throughput 4.4% at 1,000 updates per step
-//! with one worker (medians of 3: 65,613 to 68,470), 4% to 5% with two, 4% to 7% at 10,000 and
-//! 2% at 100,000; on 1m/10m at 10,000 per step it was within noise (82,663 against 81,975), as
-//! were the load and the peak resident memory. In `batcher-bench`'s cycles of `(u64, u64)`
-//! records (push rounds, then seal) it took throughput from 557 to 739 MiB/s at 32 KiB per side
-//! and from 437 to 550 at 512 KiB on mixed input; input already sorted skips the passes but pays
-//! for the pass that finds it so, 7% to 8% (2,702 to 2,511 MiB/s, 2,516 to 2,324). The scratch
-//! copy shows in the peak heap of the 512 KiB mixed cycle: 1.06x differential's, from 1.00x.
+//! and value, `Product<u64, u32>` time, `i64` diff), distributing the rows by the key's varying
+//! bytes (least significant first, each pass stable; bytes all keys share are skipped) and then
+//! sorting each run of equal keys by value and time takes about half the time per row of a
+//! pattern-defeating quicksort, for small batches and big ones alike (an earlier attempt that
+//! spread *every* significant bit of the row over seven byte passes lost to the comparison
+//! sort). The runs are short where keys are many and the batches small, the common case in
+//! iterations: in bfs on a small graph it raised throughput a few percent, and on a big graph
+//! it was within noise. In `batcher-bench` it raised the throughput of mixed input by a
+//! quarter or more; input already sorted skips the passes but pays several percent for the
+//! pass that finds it so, and the scratch copy shows slightly in the peak heap. See
+//! docs/perf-notes.md, section "Radix sort".
 //!
 //! Rust has no specialisation, so the key types that qualify are found by [`TypeId`] at
 //! compile time: each qualifying type gets its own instance of the sort, in which
@@ -32,11 +27,10 @@ const RADIX_MIN_ROWS: usize = 32;
 /// Above this many bytes of rows the comparison sort stays: the radix sort's scratch copy
 /// doubles the memory the rows occupy. 16 MiB is the merge batcher's largest form (eight 2 MiB
 /// chunks, and at most an eighth of what the batcher and its trace hold), so every form of
-/// plain rows takes the radix sort. The bound was 4 MiB, which left the big forms of bfs on
-/// 1m/10m (the load's, and the loop's join output at 100,000 updates per step) to the
-/// comparison sort: 155 of the arrange's 451 ms of samples in six steps there. At 16 MiB
-/// (medians of 3, alternating, 300,000 updates): load 3.09 s against 3.36 s, throughput
-/// 113,223 against 111,057 updates/s, peak resident memory 577 MB against 621 MB.
+/// plain rows takes the radix sort. A lower bound left the big forms of bfs on a big graph
+/// (the load's, and the loop's join output on big steps) to the comparison sort, a third of
+/// the arrange's time there; at this bound the load and the steps ran faster, with less peak
+/// resident memory. See docs/perf-notes.md, section "Radix sort: size bound".
 const RADIX_MAX_BYTES: usize = 16 << 20;
 
 /// Sorts `rows` by `key`, then by `rest` within equal keys, with a radix sort by the key when

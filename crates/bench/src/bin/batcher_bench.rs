@@ -9,8 +9,9 @@
 //! Each run takes the next of several input sets generated with different seeds (as many as fit
 //! in 32 MiB, at most 64), so no run repeats the input of the run before it. Repeating one small
 //! input thousands of times lets the CPU's branch predictor learn the merge's whole sequence of
-//! decisions: differential's branchy merge then ran 3.5x faster on 32 KiB than on any input it
-//! had not seen, a speed no real batcher sees.
+//! decisions: differential's branchy merge then ran several times faster on a small input than
+//! on any input it had not seen, a speed no real batcher sees (see docs/perf-notes.md, section
+//! "Bench: fresh inputs and a primed allocator").
 //!
 //! Reports the median throughput (payload bytes per second), peak heap (capacity
 //! included; for *cycle* the batcher's own allocations, inputs excluded, plus for differential the
@@ -44,7 +45,7 @@ struct Args {
     /// Per-side sizes, in bytes of payload, with a KiB or MiB suffix.
     #[arg(long, value_delimiter = ',', default_values_t = ["32KiB".to_string(), "512KiB".to_string()])]
     sizes: Vec<String>,
-    /// All four sizes of the issue: 32KiB, 512KiB, 8MiB and 128MiB (overrides --sizes).
+    /// All four sizes of the full table: 32KiB, 512KiB, 8MiB and 128MiB (overrides --sizes).
     #[arg(long)]
     full: bool,
     /// Regimes to run: mixed, collisions, disjoint, sorted.
@@ -156,7 +157,7 @@ fn measured<O>(
 }
 
 // The timed parts of each run are functions of their own, never inlined, so that a profiler can
-// select one engine's work by name, e.g. callgrind's `--toggle-collect='*ripple_cycle_timed*'`.
+// select one engine's work by name, e.g. valgrind's `--toggle-collect='*ripple_cycle_timed*'`.
 
 /// A cycle's shipped chain and the batcher that kept the rest (dropped after the timing).
 type RippleCycleOutput<R> = (Chain<RippleUpdate<R>>, MergeBatcher<RippleUpdate<R>>);
@@ -498,8 +499,9 @@ fn parse_size(text: &str) -> Result<usize, String> {
 /// raises the threshold to the size of a freed mapped block (blocks up to 32 MiB count; 16 MiB is
 /// safely below that cap).
 /// Without this, a cell's figures depend on which cells ran before it: a merge of 2 MiB chunks
-/// measured alone paid a page fault per page and ran at half the speed it reached after a
-/// cycle cell had freed larger blocks. Both engines see the same primed allocator.
+/// measured alone paid a page fault per page and ran far slower than after a cycle cell had
+/// freed larger blocks (see docs/perf-notes.md, section "Bench: fresh inputs and a primed
+/// allocator"). Both engines see the same primed allocator.
 fn prime_allocator() {
     drop(std::hint::black_box(Vec::<u8>::with_capacity(16 << 20)));
 }

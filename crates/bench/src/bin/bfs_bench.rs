@@ -20,7 +20,8 @@ use ripple_bench::report::{bytes, markdown_table};
 use ripple_bench::svg::{cdf_plot, Curve, PALETTE};
 use ripple_cli::computation::Computation;
 use ripple_cli::generator::GraphSpec;
-use ripple_cli::run::{run, Cluster, RunOptions};
+use ripple_cli::options::{Cluster, RunOptions};
+use ripple_cli::run::run;
 use ripple_cli::source::Source;
 use ripple_cli::stats::{human_duration, quantile, RunReport};
 use ripple_dataflow::RippleConfig;
@@ -165,8 +166,9 @@ fn main() -> ExitCode {
             // going first from one repetition to the next (and from one worker count to the
             // next), so neither always meets a warm or a fragmented heap; a worker count's
             // runs sit beside the others' in time, so the gain over one worker compares runs
-            // of the same stretch of a machine whose speed drifts (by 10% to 15% over minutes
-            // here, differential-dataflow's runs as much as ripple's).
+            // of the same stretch of a machine whose speed drifts over minutes (by about a
+            // tenth, differential-dataflow's runs as much as ripple's; see CONTRIBUTING.md,
+            // "Method").
             let mut runs: Vec<(Vec<_>, Vec<_>)> =
                 vec![(Vec::new(), Vec::new()); args.workers.len()];
             for repetition in 0..args.runs as usize {

@@ -49,7 +49,7 @@ struct Args {
     /// Update counts for the build part.
     #[arg(long, value_delimiter = ',', default_values_t = [1_000_000usize])]
     updates: Vec<usize>,
-    /// The sizes of the issue: 1M and 10M updates (overrides --updates).
+    /// The sizes of the full table: 1M and 10M updates (overrides --updates).
     #[arg(long)]
     full: bool,
     /// Rounds (distinct times) the build input arrives in.

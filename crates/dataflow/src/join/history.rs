@@ -103,12 +103,11 @@ where
 /// The product of two small histories, pairs of the same two values added up by time first.
 /// A value whose updates cancel before the other side's update (a depth that held from one
 /// outer time to another, against an edge added after both) meets it in pairs at one time
-/// with opposite diffs: consolidated here, they never reach the output. In bfs on 1k/2k at
-/// 1,000 updates per step that was 27% of the join's output (2.64M updates down to 1.93M;
-/// differential's join emits 1.91M, through an output builder that consolidates). The arrange
-/// behind the join took 18 ms less and the join 13 ms more, within noise in throughput there;
-/// at one update per step bfs ran 5% faster (medians of 3, alternating: 7,324 against 6,878
-/// updates/s) and on 1m/10m at 100,000 per step 1% to 3%.
+/// with opposite diffs: consolidated here, they never reach the output. In bfs that was about
+/// a quarter of the join's output, which comes down close to what differential's join emits
+/// through an output builder that consolidates; bfs ran a few percent faster at one update per
+/// step and on big steps of a big graph, and within noise elsewhere (measurements:
+/// docs/perf-notes.md, section "Join: history products").
 fn nested_loop<'a, 'b, V1, V2, T, R1, R2, R3>(
     left: &KeyHistory<'a, V1, T, R1>,
     right: &KeyHistory<'b, V2, T, R2>,
@@ -220,11 +219,12 @@ where
 
 /// Whether a passed side of `len` updates, `compacted` after its last consolidation, is due for
 /// another. Every update it keeps is paired with each later update of the other side, and the
-/// pairs that consolidation would have merged cancel only downstream (in bfs, 3x more output
-/// than after), while a consolidation costs a sort of the passed side. With the other side's
-/// frontiers at hand, consolidating on every growth by half keeps the pairs few at a cost
-/// proportional to them; without, each consolidation first scans the rest of the other side,
-/// so it waits for the passed side to double.
+/// pairs that consolidation would have merged cancel only downstream (in bfs, several times
+/// more output than after; see docs/perf-notes.md, section "Join: history products"), while a
+/// consolidation costs a sort of the passed side. With the other side's frontiers at hand,
+/// consolidating on every growth by half keeps the pairs few at a cost proportional to them;
+/// without, each consolidation first scans the rest of the other side, so it waits for the
+/// passed side to double.
 fn due(len: usize, compacted: usize, frontiers_known: bool) -> bool {
     if frontiers_known {
         len > compacted + compacted / 2

@@ -17,7 +17,7 @@ use crate::arrange::Arranged;
 use crate::collection::{Collection, Output};
 use crate::config::RippleConfig;
 use crate::container::{UpdateContainer, SHIP_UPDATES};
-use crate::hashing::ExchangeData;
+use crate::exchange::ExchangeData;
 use columnar::Ref;
 use ripple_trace::{Batch, LookupScratch, TraceHandle, TraceSnapshot};
 use ripple_updates::{

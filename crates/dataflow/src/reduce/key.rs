@@ -70,8 +70,8 @@ impl<V: Data, V2, T, R, R2> KeyScratch<'_, V, V2, T, R, R2> {
 /// this interval (none at or beyond `upper`). Corrections at times in the interval go to the
 /// hooks' `emit`; times at or beyond `upper` that will need examining go to their `defer`.
 // Called from one place, the operator's loop over keys. LLVM's choice to inline it there
-// flips with unrelated edits to the operator; the hint keeps it (bfs on 1k/2k at 1,000
-// updates per step, callgrind: 1.746G instructions with it, 1.750G when left out of line).
+// flips with unrelated edits to the operator; the hint keeps it, which saves a fraction of a
+// percent of bfs's instructions (see docs/perf-notes.md, section "Reduce: inlining reduce_key").
 #[inline]
 pub(crate) fn reduce_key<'a, V, V2, T, R, R2, L, E, D>(
     visit: &mut Visit<'_, 'a, V, V2, T, R, R2>,

@@ -10,30 +10,30 @@
 //! operator's own trace) go to `key::reduce_key`, whose corrections become one output batch
 //! for `[lower, upper)`, inserted into the output trace and sent downstream. Keys are visited in
 //! order, so the corrections, each key's sorted once its visit is done, go straight to a batch
-//! builder: no batcher sorts them again (bfs on 1k/2k at 1,000 updates per step: 1.15% fewer
-//! instructions, +0.8% in time, medians of 5; +0.5% at 100,000; 1m/10m at 100,000 the same
-//! time and peak memory). Times at or beyond
-//! `upper` that will need attention are kept, with capabilities, until their interval comes:
-//! as one list of `(key, time)` sorted by key, which each activation rewrites in a single pass
-//! beside its walk over the keys (the entries of keys it does not visit carry over as they are).
+//! builder: no batcher sorts them again (in bfs, slightly fewer instructions, and time and peak
+//! memory within a percent; see docs/perf-notes.md, section "Reduce: corrections straight to
+//! the builder"). Times at or beyond `upper` that will need attention are kept, with
+//! capabilities, until their interval comes: as one list of `(key, time)` sorted by key, which
+//! each activation rewrites in a single pass beside its walk over the keys (the entries of keys
+//! it does not visit carry over as they are).
 //!
 //! Every visit reads its key's histories from the traces afresh, although inside an iteration
-//! most visits (58% to 65% in bfs at 1,000 to 100,000 updates per step) are to keys the
-//! previous activation visited, whose histories it had in hand. Keeping them between
-//! activations measured slower, not faster: advanced and consolidated at every visit, the
-//! keeping cost more than the lookups it saved (bfs on 1k/2k at 1,000 per step: 8% more
-//! instructions); copied as they came, consolidated only when doubled, the longer unconsolidated
-//! histories cost the per-key sweep as much as the lookups saved (equal instructions, 8% slower
-//! in time), and on the 1m/10m graph at 100,000 per step neither gained.
+//! most visits are to keys the previous activation visited, whose histories it had in hand.
+//! Keeping them between activations measured slower, not faster: advanced and consolidated at
+//! every visit, the keeping cost more than the lookups it saved (more instructions); copied as
+//! they came, consolidated only when doubled, the longer unconsolidated histories cost the
+//! per-key sweep as much as the lookups saved (equal instructions, slower in time), and on a big
+//! graph at big steps neither gained (measurements: docs/perf-notes.md, section "Reduce:
+//! histories kept between activations (rejected)").
 //!
 //! Keeping them *instead of* the traces is another matter, where nobody else reads the
 //! arrangements (a reduction of a collection): with each key's histories held by the operator
 //! in columns found through a hash of the key, there is no input batcher, no merges in either
-//! trace and no lookups. A prototype (branch `proto/hashed-reduce`) runs bfs on 1k/2k with 29%
-//! to 33% fewer instructions at 1 update per step and 10% to 17% fewer at 1,000, but 2% to 9%
-//! more at 10,000 (long histories are rewritten as they grow, and every update is hashed and
-//! sorted by hash); on 1m/10m its state (times stored plainly) peaks at 0.78 to 0.96 times
-//! differential's heap, where this operator stays near half.
+//! trace and no lookups. A prototype of that ran bfs with far fewer instructions on small steps
+//! but more on big ones (long histories are rewritten as they grow, and every update is hashed
+//! and sorted by hash), and on a big graph its state (times stored plainly) peaked near
+//! differential's heap, where this operator stays near half of it (measurements:
+//! docs/perf-notes.md, section "Reduce: hashed-reduce prototype (rejected)").
 
 mod chain;
 mod key;
@@ -41,12 +41,12 @@ mod replay;
 mod segments;
 mod visit;
 
-use crate::arrange::{give_batch, ship_as_updates, Arranged, HeldCapabilities};
+use crate::arrange::{ship_as_updates, Arranged, TraceAgent};
+use crate::capabilities::{give_batch, HeldCapabilities};
 use crate::collection::{Collection, Output};
 use crate::config::RippleConfig;
-use crate::hashing::ExchangeData;
+use crate::exchange::ExchangeData;
 use crate::recycle::recycle;
-use crate::shared::TraceAgent;
 use columnar::{Borrow, Columnar, Index, Push, Ref};
 use key::{reduce_key, KeyScratch};
 use ripple_trace::{
@@ -442,16 +442,7 @@ where
                     for (_, time) in deferred.iter() {
                         pending.insert(time.clone());
                     }
-                    if lockstep && pending.len() > 1 {
-                        // The meet lies at or after the capability of the interval's start
-                        // (unless the pending times came in under different ones): holding it
-                        // needs no capability the operator did not have.
-                        let meet = T::meet_of(pending.iter()).expect("two pending times");
-                        if capabilities.covers(&meet) {
-                            pending = Antichain::from_elem(meet);
-                        }
-                    }
-                    capabilities.downgrade_to(pending.borrow());
+                    capabilities.downgrade_holding(pending.borrow(), lockstep);
                     held = capabilities;
 
                     // Only times at or beyond `upper` will be read from now on.

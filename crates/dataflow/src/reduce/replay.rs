@@ -125,15 +125,15 @@ fn advance_passed<V: Ord, T: Time, R: Semigroup>(passed: &mut Vec<(V, T, R)>, me
 /// sort merges those runs (cheaper than merging the batches' values while reading them, whose
 /// comparisons mispredicted). Advancing by the meet makes many of a value's times equal: the
 /// updates that cancel vanish, and their times need no visit. One sort by `(time, value)`
-/// with a linear consolidation instead sorts the updates before they shrink: it ran 2% slower
-/// (bfs on 1k/2k at 1,000 per step, three paired runs), and once neighbours were added up as
-/// they are joined ([`advance_then_consolidate`]) it executed 1.9% fewer instructions but ran
-/// no faster (medians of 5 paired runs within 0.3%, and within 0.6% at 10,000 per step).
+/// with a linear consolidation instead sorts the updates before they shrink: it ran slower,
+/// and once neighbours were added up as they are joined ([`advance_then_consolidate`]) it
+/// executed slightly fewer instructions but ran no faster.
 ///
 /// Consolidated, each value's run is sorted by time, so the sort by time merges one run per
-/// value: a stable sort finds and merges them, where an unstable one partitions afresh. On
-/// 1k/2k that took 3.6% off the time at 100,000 updates per step (where a visit sorts about
-/// 1,100 updates) and 1.2% at 10,000; at 1,000 it is the same (medians of 3 to 5, alternating).
+/// value: a stable sort finds and merges them, where an unstable one partitions afresh. That
+/// took a few percent off the time on big steps (where a visit sorts about a thousand
+/// updates), and nothing on smaller ones (measurements: docs/perf-notes.md, section "Reduce:
+/// replay sorting").
 fn consolidate_values_then_sort<V: Ord, T: Time, R: Semigroup>(updates: &mut Vec<(V, T, R)>) {
     updates.sort_by(|a, b| a.0.cmp(&b.0));
     consolidate_within_values(updates);
@@ -141,15 +141,13 @@ fn consolidate_values_then_sort<V: Ord, T: Time, R: Semigroup>(updates: &mut Vec
 }
 
 /// Histories at least this long add up neighbours that joining makes equal before sorting.
-/// In bfs on 1k/2k at 1,000 updates per step a visit's input history shrinks from 23 updates
-/// to 10 once consolidated; adding up neighbours first took 4% off the instructions and 5.5%
-/// off the time there (medians of 5 paired runs), and 7% off the time at 10,000 per step
-/// (medians of 4); at 1 to 100 and at 100,000 per step it is within noise. Shorter histories,
-/// as on bigger graphs, rarely collide, and the comparisons would only add cost (0.4% more
-/// instructions on a 100k/1m graph at 10,000 per step without this bound, 0.1% with it).
-/// The bound was 8 until bfs's depths went round as the reduce's batches; 4 is 1.1% faster on
-/// 1k/2k at 1,000 per step since, within noise at 10 and 100, and within 0.6% on 1m/10m at
-/// 1,000 (see `segments_pay_at`, retuned with it).
+/// In bfs on a small graph a visit's input history about halves once consolidated, and adding
+/// up neighbours first took several percent off the time on mid-sized steps, within noise on
+/// others. Shorter histories, as on bigger graphs, rarely collide, and the comparisons would
+/// only add cost, which this bound keeps small. The bound was higher until bfs's depths went
+/// round as the reduce's batches; lowered since, it measured slightly faster or within noise
+/// (see `segments_pay_at`, retuned with it; measurements: docs/perf-notes.md, section
+/// "Reduce: replay thresholds").
 const ADD_AS_JOINED_MIN: usize = 4;
 
 /// Joins every time of a key's history with `meet` (a time every time still to be examined
@@ -174,9 +172,9 @@ pub(crate) fn advance_then_consolidate<V: Ord + Clone, T: Time, R: Semigroup>(
 /// then time, so joining makes a value's colliding times neighbours (in an iteration, the
 /// updates of one outer time at the rounds before the meet's), and what follows sees fewer
 /// updates. Each update is cloned, joined and written to its place: against joining in place
-/// and swapping kept updates down (no `Clone`), 1% less time in bfs on 1k/2k at 1,000, 10,000
-/// and 100,000 updates per step (medians of 4, alternating), at the price of a clone per update
-/// where values own memory (the sweeps clone each update once more anyway).
+/// and swapping kept updates down (no `Clone`), slightly less time in bfs on mid-sized and big
+/// steps (see docs/perf-notes.md, section "Reduce: replay sorting"), at the price of a clone
+/// per update where values own memory (the sweeps clone each update once more anyway).
 pub(crate) fn join_and_add_neighbours<V: Eq + Clone, T: Time, R: Semigroup>(
     updates: &mut Vec<(V, T, R)>,
     meet: &T,

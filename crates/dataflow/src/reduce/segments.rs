@@ -2,12 +2,13 @@
 //! can change are put in time order.
 //!
 //! In an iteration over big steps a key's history holds the changes of the step's earlier
-//! rounds at thousands of outer times, all re-read at every round (1k/2k at 100,000 updates per
-//! step: about 1,100 input and 600 output updates per visit). [`super::chain`] sorts them all by
-//! time to sweep them, yet most lie where nothing new can change the output: the new times
-//! `t₀ < t₁ < ...` (a chain) cut the history into *segments*, the times strictly between `tₖ`
-//! and `tₖ₊₁` (after the last one for the last segment), and in most segments the sweep has
-//! nothing to correct (bfs there: 84% of the history's updates).
+//! rounds at thousands of outer times, all re-read at every round (in bfs on big steps, about a
+//! thousand updates per visit). [`super::chain`] sorts them all by time to sweep them, yet
+//! most lie where nothing new can change the output: the new times `t₀ < t₁ < ...` (a chain)
+//! cut the history into *segments*, the times strictly between `tₖ` and `tₖ₊₁` (after the last
+//! one for the last segment), and in most segments the sweep has nothing to correct (in bfs
+//! there, most of the history's updates lie in such segments; see docs/perf-notes.md, section
+//! "Reduce: segmented sweep", for this module's measurements).
 //!
 //! Which segments. Let `I(h)` and `O(h)` be the input and output accumulated at `h` from the
 //! traces through the interval's lower bound (the interval's new updates left out). Every time
@@ -23,16 +24,14 @@
 //! The segment is found by stepping through the new times one by one, forward from the
 //! previous update's segment, or from the first when the times go back (a value's updates in
 //! a batch come in time order); only updates in the last segment, or outside their segment's
-//! bounds, are compared with `upper` (an update at or before a new time is before it). On
-//! 1k/2k, against a binary search from any segment the update's time does not fit and a
-//! comparison with `upper` for every update: +1.1% at 1,000 updates per step (200,000
-//! updates, medians of 5, alternating), +1.9% at 100, +7.1% at 100,000 (medians of 3) and
-//! +11% at 1,000,000 (one run of 1,000,000 updates); within 0.2% on 1m/10m at 10,000. Four or
-//! eight steps, then a binary or galloping search, were 2% to 6% slower at 100,000 and
-//! 1,000,000: steps are short and predictable, and searches are not. A key with `v` values
+//! bounds, are compared with `upper` (an update at or before a new time is before it). That
+//! measured faster than a binary search from any segment the update's time does not fit and a
+//! comparison with `upper` for every update, by a few percent, up to about a tenth on the
+//! biggest steps; a few steps followed by a binary or galloping search were slower on big
+//! steps too: steps are short and predictable, and searches are not. A key with `v` values
 //! and `n` new times may step `v * n` times, no more than the sweep's `n` evaluations of up
 //! to `v` values. (Reusing the previous segment at all, with a stable sort for the updates
-//! beyond `upper`, took 6% off the time at 100,000 updates per step and 3% at 10,000.)
+//! beyond `upper`, took a few percent off the time on big steps.)
 //!
 //! The shape is checked as it is used: every update must lie between its segment's bounds
 //! (`tₖ <= h <= tₖ₊₁` in the partial order), which makes the new times' joins with the
@@ -40,13 +39,12 @@
 //! nothing is emitted or deferred (corrections are held until the end) and the replay takes
 //! the key. Histories are not sorted before the sweep, only joined with `t₀`, which adds up
 //! the neighbours it makes equal (a batch's updates of one value and outer time at earlier
-//! rounds: in bfs on 1k/2k at 10,000 per step, half the bucketed updates and most of those
-//! beyond `upper`). Other updates that cancel enter the sums and leave them unchanged, costing
-//! only a visit in a swept segment; the updates of a new time's bucket and of a skipped
-//! segment enter the sums together, so there neighbours of equal value are added up before the
-//! search for their place. Updates at or beyond `upper` are consolidated,
-//! so that only times whose updates do not cancel are deferred, as the full chain sweep defers
-//! them.
+//! rounds: in bfs, a large share of the bucketed updates and most of those beyond `upper`).
+//! Other updates that cancel enter the sums and leave them unchanged, costing only a visit in
+//! a swept segment; the updates of a new time's bucket and of a skipped segment enter the sums
+//! together, so there neighbours of equal value are added up before the search for their
+//! place. Updates at or beyond `upper` are consolidated, so that only times whose updates do
+//! not cancel are deferred, as the full chain sweep defers them.
 
 use super::chain::{add_into, is_chain};
 use super::replay::join_and_add_neighbours;
@@ -72,20 +70,14 @@ pub(crate) fn segments_pay(history_len: usize) -> bool {
 ///
 /// Shorter histories shrink a lot when consolidated, which the full sweep's sort does and this
 /// sweep does only in part (it adds up the neighbours that joining makes equal). The bound was
-/// 128 updates, or 64 with 4 new times or more, until whole compactions in the spine shortened
-/// the histories of past steps and left mostly the current step's, which this sweep skips
-/// where nothing new happened. Then, on bfs 1k/2k (medians of 3 to 4, one binary switched by a
-/// variable, alternating), 32 updates against the old bound: +2.5% at 1,000 updates per step
-/// (82,799 against 80,690 updates/s), +2.3% at 10,000, within noise at 10, 100 and 100,000.
-/// Every history (a bound of 0) gained 3.5% at 1,000 but lost 3% at 100; 8 and 16 lost 1% to
-/// 4% at 100. Once bfs's depths went round as the reduce's own batches (an `ArrangedVariable`)
-/// and its arrangements held their meets, 16 updates, with [`super::replay`]'s neighbours added
-/// up from 4 updates instead of 8: +2.0% at 1,000 per step (1,000,000 updates, one worker,
-/// medians of 3: 107,283 against 105,143 updates/s; 16 alone +0.6%), +1.6% with two workers
-/// (100,000 updates, medians of 5), and within 0.5% at 10 and 100 per step (medians of 5). On
-/// 1m/10m (200,000 updates) the pair ran 1.9% and 0.8% slower at 1,000 and 10,000 per step
-/// (medians of 3), each change alone within 0.6% at 1,000 (medians of 5): noise, or a small
-/// loss there.
+/// higher until whole compactions in the spine shortened the histories of past steps and left
+/// mostly the current step's, which this sweep skips where nothing new happened; it came down
+/// again once bfs's depths went round as the reduce's own batches (an `ArrangedVariable`) and
+/// its arrangements held their meets, together with the bound from which [`super::replay`]
+/// adds up neighbours. Each lowering gained a few percent in bfs on mid-sized steps and was
+/// within noise elsewhere on a small graph (the second within noise or a small loss on a big
+/// graph), while sweeping every history lost on small steps (measurements: docs/perf-notes.md,
+/// section "Reduce: segmented sweep threshold").
 fn segments_pay_at(history_len: usize) -> bool {
     history_len >= 16
 }
