@@ -13,11 +13,12 @@
 //! more updates at its seals than it shipped; keeping them apart took a few percent off bfs's
 //! instructions and time. See docs/perf-notes.md, section "Merge batcher: kept chains".
 //!
-//! Invariants (checked by `check_invariants`): every chain satisfies the chain invariants; the
-//! ladder and the kept list are geometric; each kept chain's antichain is exactly that of its
-//! times; after a seal, every held update's time is `>= upper`, and `frontier()` is the
-//! antichain of the kept chains' times (updates that cancel across two kept chains are netted
-//! out when those chains merge or ship, so until then their time may stay in it).
+//! Invariants: every chain satisfies the chain invariants, each kept chain's antichain is
+//! exactly that of its times, and the ladder is geometric (checked by `check_invariants`);
+//! after a seal, every held update's time is `>= upper`, and `frontier()` covers the held
+//! times (updates that cancel across two kept chains are netted out when those chains merge or
+//! ship, so until then their time may stay in it), checked by the seal property tests in
+//! `tests/properties.rs`.
 
 use crate::chain::Chain;
 use crate::chunk::{ChunkWriter, Stash, CHUNK_BYTES_MIN};
@@ -38,8 +39,8 @@ pub struct BatcherConfig {
     /// bytes are pending, or an eighth of what the batcher holds (with the context its owner
     /// declared, [`MergeBatcher::set_context_bytes`]) if that is more. Small forms
     /// keep a small batcher's footprint small; larger ones mean fewer, longer chains and fewer
-    /// merges of each update (see [`BatcherConfig::FORM_BYTES_MIN_DEFAULT`]).
-    pub form_bytes_min: usize,
+    /// merges of each update (see [`BatcherConfig::PENDING_BYTES_MIN_DEFAULT`]).
+    pub pending_bytes_min: usize,
 }
 
 impl BatcherConfig {
@@ -52,7 +53,7 @@ impl BatcherConfig {
     /// chains (with a larger floor, batcher-bench's smallest push-and-seal cycles peaked above
     /// differential's heap instead of below it; see docs/perf-notes.md, section "Merge batcher:
     /// form size floor").
-    pub const FORM_BYTES_MIN_DEFAULT: usize = CHUNK_BYTES_MIN;
+    pub const PENDING_BYTES_MIN_DEFAULT: usize = CHUNK_BYTES_MIN;
 
     /// A configuration with chunks of `chunk_bytes_max` bytes.
     pub fn with_chunk_bytes(chunk_bytes_max: usize) -> Self {
@@ -68,7 +69,7 @@ impl Default for BatcherConfig {
         Self {
             chunk_bytes_max: Self::CHUNK_BYTES_DEFAULT,
             stash_count_max: 2,
-            form_bytes_min: Self::FORM_BYTES_MIN_DEFAULT,
+            pending_bytes_min: Self::PENDING_BYTES_MIN_DEFAULT,
         }
     }
 }
@@ -99,7 +100,7 @@ impl<U: Update> MergeBatcher<U> {
     pub fn new(config: BatcherConfig) -> Self {
         use timely::progress::Timestamp;
         Self {
-            chunker: Chunker::with_form_min(config.chunk_bytes_max, config.form_bytes_min),
+            chunker: Chunker::with_pending_min(config.chunk_bytes_max, config.pending_bytes_min),
             chains: Vec::new(),
             kept: Vec::new(),
             writer: ChunkWriter::new(config.chunk_bytes_max),

@@ -1,6 +1,7 @@
 //! The chunker: unsorted input updates in, sorted and consolidated chains out.
 //!
-//! Input accumulates until a *pending limit* is reached, then is sorted and consolidated (see
+//! Input accumulates until a *pending limit* is reached, then is sorted and consolidated, a
+//! step called a *form* (it forms a chain; see
 //! `ripple_updates::consolidate` for the two paths: plain-data rows, or a permutation over
 //! columns). If consolidation leaves at least half, the sorted result is cut into chunks and
 //! emitted as one chain; otherwise it stays pending and absorbs more input, so heavy
@@ -9,7 +10,7 @@
 //!
 //! The pending limit follows the data the batcher holds, and the trace beside it when the
 //! owner says so ([`Chunker::adapt_to`], `MergeBatcher::set_context_bytes`): an eighth of
-//! it, at least `BatcherConfig::form_bytes_min` (by default `CHUNK_BYTES_MIN`; 32 KiB on the
+//! it, at least `BatcherConfig::pending_bytes_min` (by default `CHUNK_BYTES_MIN`; 32 KiB on the
 //! column path) and at most eight full chunks
 //! (`chunk_bytes_max` each; one on the column path). Pending input and its sorted copy are the
 //! chunker's transient memory, so a limit proportional to the data keeps it a small fraction
@@ -40,7 +41,7 @@ const ROWS_SMALL_BYTES: usize = 64 << 10;
 /// buffer, a writer sample of 32 updates), and a small form also means more, smaller chains to
 /// merge, each update's bytes copied again per merge. Forming at 32 KiB instead of the minimal
 /// chunk made batcher-bench's small cycles of string updates markedly faster while their peak
-/// memory stayed below differential's. Plain rows stay at `BatcherConfig::form_bytes_min`, by
+/// memory stayed below differential's. Plain rows stay at `BatcherConfig::pending_bytes_min`, by
 /// default [`CHUNK_BYTES_MIN`]: their forms are cheap, and there a larger floor raised the peak
 /// of the colliding-keys cycle above differential's. See docs/perf-notes.md, section "Chunker:
 /// form sizes".
@@ -61,7 +62,7 @@ const PENDING_CHUNKS_MAX: usize = 8;
 pub struct Chunker<U: Update> {
     chunk_bytes_max: usize,
     /// The least pending limit on the plain-rows path.
-    form_bytes_min: usize,
+    pending_bytes_min: usize,
     /// How many bytes of input may be pending before they are sorted.
     pending_max: usize,
     /// Pending input, for plain-data updates.
@@ -88,15 +89,15 @@ pub struct Chunker<U: Update> {
 impl<U: Update> Chunker<U> {
     /// A chunker that forms chunks of at most about `chunk_bytes_max` bytes.
     pub fn new(chunk_bytes_max: usize) -> Self {
-        Self::with_form_min(chunk_bytes_max, CHUNK_BYTES_MIN)
+        Self::with_pending_min(chunk_bytes_max, CHUNK_BYTES_MIN)
     }
 
-    /// Like [`Chunker::new`], with plain rows sorted only once at least `form_bytes_min` bytes
-    /// are pending (see [`crate::BatcherConfig::form_bytes_min`]).
-    pub fn with_form_min(chunk_bytes_max: usize, form_bytes_min: usize) -> Self {
+    /// Like [`Chunker::new`], with plain rows sorted only once at least `pending_bytes_min` bytes
+    /// are pending (see [`crate::BatcherConfig::pending_bytes_min`]).
+    pub fn with_pending_min(chunk_bytes_max: usize, pending_bytes_min: usize) -> Self {
         let mut chunker = Self {
             chunk_bytes_max,
-            form_bytes_min: form_bytes_min.max(1),
+            pending_bytes_min: pending_bytes_min.max(1),
             pending_max: chunk_bytes_max,
             rows: Vec::new(),
             rows_max: 1,
@@ -116,7 +117,7 @@ impl<U: Update> Chunker<U> {
     /// owner holds beside it for the same collection).
     pub fn adapt_to(&mut self, held_bytes: usize) {
         let (floor, chunks) = if rows_are_plain::<U>() {
-            (self.form_bytes_min, PENDING_CHUNKS_MAX)
+            (self.pending_bytes_min, PENDING_CHUNKS_MAX)
         } else {
             (PENDING_COLUMNS_MIN, 1)
         };
@@ -353,7 +354,7 @@ mod tests {
     #[test]
     fn finish_keeps_only_a_small_rows_buffer() {
         let mut stash = Stash::new(4);
-        let mut chunker = Chunker::<U>::with_form_min(2 << 20, 64 << 10);
+        let mut chunker = Chunker::<U>::with_pending_min(2 << 20, 64 << 10);
         chunker.push(rows(10).view(), &mut stash);
         chunker.finish(&mut stash);
         assert_eq!(chunker.pop_ready().map(|chain| chain.len()), Some(10));

@@ -8,9 +8,10 @@
 //! reaches its size, so no output chunk grows past the threshold.
 
 use crate::chain::Chain;
-use crate::chunk::{ChunkWriter, Stash};
+use crate::chunk::{Chunk, ChunkWriter, Stash};
 use columnar::{Columnar, Index, Len};
-use ripple_updates::{Antichain, AntichainRef, PartialOrder, Update};
+use ripple_updates::{Antichain, AntichainRef, PartialOrder, Update, UpdatesView};
+use std::ops::Range;
 use timely::progress::Timestamp;
 
 /// Below this average run length a mixed chunk is copied by index lists rather than by runs.
@@ -37,43 +38,8 @@ pub fn extract<U: Update>(
     stash: &mut Stash<U>,
 ) -> (Chain<U>, Chain<U>) {
     frontier.clear();
-    let mut ship = Vec::new();
-    let mut keep = Vec::new();
-    let mut time = U::Time::minimum();
-
-    // One pass over the times decides every update, so each writer can reserve for its share
-    // before anything is copied. The pass also notes, per chunk, how many updates stay and how
-    // many runs the decisions form, which decide how the chunk is copied. Decisions are kept as bits: a byte per update of the whole chain would sit beside
-    // the data at the seal's peak (8 MiB for 256 MiB of 32-byte updates).
-    let mut kept_bits: Vec<u64> = Vec::with_capacity(chain.len().div_ceil(64));
-    // The word being filled and the number of its bits filled so far.
-    let (mut word, mut bits) = (0u64, 0u32);
-    let mut summaries: Vec<(usize, usize)> = Vec::with_capacity(chain.chunks().len());
-    for chunk in chain.chunks() {
-        let times = chunk.view().times;
-        let (mut kept_here, mut runs) = (0, 0);
-        let mut previous = None;
-        // No branch on the decision in this loop: when times interleave it is a coin toss, and
-        // a mispredicted branch per update cost more than the frontier's own pass below.
-        for index in 0..times.len() {
-            time.copy_from(times.get(index));
-            let kept = is_kept(upper, &time);
-            kept_here += kept as usize;
-            runs += (previous != Some(kept)) as usize;
-            previous = Some(kept);
-            word |= (kept as u64) << bits;
-            bits += 1;
-            if bits == 64 {
-                kept_bits.push(word);
-                (word, bits) = (0, 0);
-            }
-        }
-        summaries.push((kept_here, runs));
-    }
-    if bits > 0 {
-        kept_bits.push(word);
-    }
-    let kept_count: usize = summaries.iter().map(|(kept, _)| kept).sum();
+    let decisions = Decisions::of(&chain, upper);
+    let kept_count = decisions.kept_count();
     let bytes = chain.byte_len();
     let kept_bytes = (bytes as u128 * kept_count as u128 / chain.len().max(1) as u128) as usize;
     // Update sizes vary, so leave each side some slack over its proportional share.
@@ -81,94 +47,194 @@ pub fn extract<U: Update>(
     keep_writer.expect(kept_bytes + kept_bytes / 8, kept_count);
     ship_writer.expect((bytes - kept_bytes) + (bytes - kept_bytes) / 8, ship_count);
 
+    let mut split = Split {
+        ship_writer,
+        keep_writer,
+        ship: Vec::new(),
+        keep: Vec::new(),
+        stash,
+    };
     let mut indices: [Vec<u32>; 2] = Default::default();
     // The decisions of the chunk being split, unpacked (at most one chunk's worth).
     let mut flags: Vec<bool> = Vec::new();
     let mut offset = 0;
-    for (chunk, (kept_here, runs)) in chain.into_chunks().into_iter().zip(summaries) {
+    let summaries = decisions.summaries.iter();
+    for (chunk, &(kept_here, runs)) in chain.into_chunks().into_iter().zip(summaries) {
         let view = chunk.view();
-        let first = offset;
-        offset += view.len();
-
-        let all_kept = kept_here == view.len();
-        let none_kept = kept_here == 0;
-        if all_kept && keep_writer.is_empty() {
-            keep.push(chunk);
+        let bits = offset..offset + view.len();
+        offset = bits.end;
+        if kept_here == view.len() && split.keep_writer.is_empty() {
+            split.keep.push(chunk);
             continue;
         }
-        if none_kept && ship_writer.is_empty() {
-            ship.push(chunk);
+        if kept_here == 0 && split.ship_writer.is_empty() {
+            split.ship.push(chunk);
             continue;
         }
-
         // Scattered decisions (runs of a few updates, as when times interleave) are copied by
         // index lists, one gather per column and side; long runs are copied run by run.
         if runs * SHORT_RUN > view.len() && view.len() <= u32::MAX as usize {
-            let [ship_indices, keep_indices] = &mut indices;
-            // Every index is written to both lists and only the side it belongs to advances:
-            // no branch on the decisions, which are unpredictable here, and no capacity check.
-            ship_indices.clear();
-            keep_indices.clear();
-            ship_indices.resize(view.len(), 0);
-            keep_indices.resize(view.len(), 0);
-            let (mut shipped, mut kept) = (0, 0);
-            for (index, bit) in (first..offset).enumerate() {
-                let stays = (kept_bits[bit / 64] >> (bit % 64)) as usize & 1;
-                ship_indices[shipped] = index as u32;
-                keep_indices[kept] = index as u32;
-                shipped += 1 - stays;
-                kept += stays;
-            }
-            debug_assert_eq!(kept, kept_here);
-            ship_indices.truncate(shipped);
-            keep_indices.truncate(kept);
-            for (selected, writer, output) in [
-                (&*ship_indices, &mut *ship_writer, &mut ship),
-                (&*keep_indices, &mut *keep_writer, &mut keep),
-            ] {
-                let mut start = 0;
-                while start < selected.len() {
-                    writer.prepare(stash);
-                    let end = selected.len().min(start + writer.room());
-                    writer.updates().extend_gather(view, &selected[start..end]);
-                    if writer.is_full() {
-                        writer.flush(output, stash);
-                    }
-                    start = end;
-                }
-            }
+            split.copy_scattered(view, decisions.bits(bits), kept_here, &mut indices);
         } else {
             flags.clear();
-            flags.extend((first..offset).map(|bit| kept_bits[bit / 64] >> (bit % 64) & 1 == 1));
-            let mut start = 0;
-            while start < view.len() {
-                let kept = flags[start];
-                let (writer, output) = if kept {
-                    (&mut *keep_writer, &mut keep)
-                } else {
-                    (&mut *ship_writer, &mut ship)
-                };
-                writer.prepare(stash);
-                let limit = view.len().min(start + writer.room());
-                let end = start
-                    + flags[start..limit]
-                        .iter()
-                        .take_while(|&&k| k == kept)
-                        .count();
-                writer.updates().extend_from(view, start..end);
-                if writer.is_full() {
-                    writer.flush(output, stash);
-                }
-                start = end;
-            }
+            flags.extend(decisions.bits(bits));
+            split.copy_runs(view, &flags);
         }
-        stash.recycle(chunk);
+        split.stash.recycle(chunk);
     }
+    let Split {
+        ship_writer,
+        keep_writer,
+        mut ship,
+        mut keep,
+        stash,
+    } = split;
     ship_writer.flush(&mut ship, stash);
     keep_writer.flush(&mut keep, stash);
     let keep = Chain::from_chunks(keep);
     frontier_of(&keep, frontier);
     (Chain::from_chunks(ship), keep)
+}
+
+/// Which updates of a chain stay, decided in one pass over the times, so that each writer can
+/// reserve for its share before anything is copied.
+struct Decisions {
+    /// Bit `i` is set when update `i` of the chain stays. Bits, not a byte per update: the
+    /// decisions of the whole chain sit beside the data at the seal's peak (8 MiB for 256 MiB
+    /// of 32-byte updates).
+    kept_bits: Vec<u64>,
+    /// Per chunk, how many updates stay and how many runs the decisions form, which decide how
+    /// the chunk is copied.
+    summaries: Vec<(usize, usize)>,
+}
+
+impl Decisions {
+    fn of<U: Update>(chain: &Chain<U>, upper: AntichainRef<'_, U::Time>) -> Self {
+        let mut time = U::Time::minimum();
+        let mut kept_bits: Vec<u64> = Vec::with_capacity(chain.len().div_ceil(64));
+        // The word being filled and the number of its bits filled so far.
+        let (mut word, mut bits) = (0u64, 0u32);
+        let mut summaries: Vec<(usize, usize)> = Vec::with_capacity(chain.chunks().len());
+        for chunk in chain.chunks() {
+            let times = chunk.view().times;
+            let (mut kept_here, mut runs) = (0, 0);
+            let mut previous = None;
+            // No branch on the decision in this loop: when times interleave it is a coin toss,
+            // and a mispredicted branch per update cost more than the frontier's own pass.
+            for index in 0..times.len() {
+                time.copy_from(times.get(index));
+                let kept = is_kept(upper, &time);
+                kept_here += kept as usize;
+                runs += (previous != Some(kept)) as usize;
+                previous = Some(kept);
+                word |= (kept as u64) << bits;
+                bits += 1;
+                if bits == 64 {
+                    kept_bits.push(word);
+                    (word, bits) = (0, 0);
+                }
+            }
+            summaries.push((kept_here, runs));
+        }
+        if bits > 0 {
+            kept_bits.push(word);
+        }
+        Self {
+            kept_bits,
+            summaries,
+        }
+    }
+
+    fn kept_count(&self) -> usize {
+        self.summaries.iter().map(|(kept, _)| kept).sum()
+    }
+
+    /// The decisions of the chain's updates `range`, as `true` for those that stay.
+    fn bits(&self, range: Range<usize>) -> impl Iterator<Item = bool> + '_ {
+        range.map(|bit| self.kept_bits[bit / 64] >> (bit % 64) & 1 == 1)
+    }
+}
+
+/// The two sides of a split: their writers, the chunks each has filled, and the stash both
+/// take chunks from.
+struct Split<'w, U: Update> {
+    ship_writer: &'w mut ChunkWriter<U>,
+    keep_writer: &'w mut ChunkWriter<U>,
+    ship: Vec<Chunk<U>>,
+    keep: Vec<Chunk<U>>,
+    stash: &'w mut Stash<U>,
+}
+
+impl<U: Update> Split<'_, U> {
+    /// Copies a chunk whose decisions are scattered: its updates' indices go to one list per
+    /// side, and each side gathers its list column by column.
+    fn copy_scattered(
+        &mut self,
+        view: UpdatesView<'_, U>,
+        kept: impl Iterator<Item = bool>,
+        kept_here: usize,
+        indices: &mut [Vec<u32>; 2],
+    ) {
+        let [ship_indices, keep_indices] = indices;
+        // Every index is written to both lists and only the side it belongs to advances: no
+        // branch on the decisions, which are unpredictable here, and no capacity check.
+        ship_indices.clear();
+        keep_indices.clear();
+        ship_indices.resize(view.len(), 0);
+        keep_indices.resize(view.len(), 0);
+        let (mut shipped, mut kept_so_far) = (0, 0);
+        for (index, stays) in kept.enumerate() {
+            let stays = stays as usize;
+            ship_indices[shipped] = index as u32;
+            keep_indices[kept_so_far] = index as u32;
+            shipped += 1 - stays;
+            kept_so_far += stays;
+        }
+        debug_assert_eq!(kept_so_far, kept_here);
+        ship_indices.truncate(shipped);
+        keep_indices.truncate(kept_so_far);
+        for (selected, writer, output) in [
+            (&*ship_indices, &mut *self.ship_writer, &mut self.ship),
+            (&*keep_indices, &mut *self.keep_writer, &mut self.keep),
+        ] {
+            let mut start = 0;
+            while start < selected.len() {
+                writer.prepare(self.stash);
+                let end = selected.len().min(start + writer.room());
+                writer.updates().extend_gather(view, &selected[start..end]);
+                if writer.is_full() {
+                    writer.flush(output, self.stash);
+                }
+                start = end;
+            }
+        }
+    }
+
+    /// Copies a chunk whose decisions (`flags`, `true` for updates that stay) form long runs,
+    /// run by run.
+    fn copy_runs(&mut self, view: UpdatesView<'_, U>, flags: &[bool]) {
+        let mut start = 0;
+        while start < view.len() {
+            let kept = flags[start];
+            let (writer, output) = if kept {
+                (&mut *self.keep_writer, &mut self.keep)
+            } else {
+                (&mut *self.ship_writer, &mut self.ship)
+            };
+            writer.prepare(self.stash);
+            let limit = view.len().min(start + writer.room());
+            let end = start
+                + flags[start..limit]
+                    .iter()
+                    .take_while(|&&k| k == kept)
+                    .count();
+            writer.updates().extend_from(view, start..end);
+            if writer.is_full() {
+                writer.flush(output, self.stash);
+            }
+            start = end;
+        }
+    }
 }
 
 /// Sets `frontier` to the antichain of the times in `chain`.

@@ -325,12 +325,14 @@ fn large_pending_buffers_match_model() {
 #[test]
 fn form_minimum_changes_the_chains_not_the_updates() {
     let rows = generated_rows(2_000, 700);
-    let chains_formed = |form_bytes_min: usize| {
-        let mut chunker =
-            Chunker::<IntU>::with_form_min(BatcherConfig::CHUNK_BYTES_DEFAULT, form_bytes_min);
+    let chains_formed = |pending_bytes_min: usize| {
+        let mut chunker = Chunker::<IntU>::with_pending_min(
+            BatcherConfig::CHUNK_BYTES_DEFAULT,
+            pending_bytes_min,
+        );
         feed(&mut chunker, &rows, 100)
     };
-    let small = chains_formed(BatcherConfig::FORM_BYTES_MIN_DEFAULT);
+    let small = chains_formed(BatcherConfig::PENDING_BYTES_MIN_DEFAULT);
     let large = chains_formed(64 << 10);
     assert!(small.len() >= 4, "8 KiB forms: {} chains", small.len());
     assert_eq!(large.len(), 1, "64 KiB forms: one chain");
@@ -343,9 +345,9 @@ fn form_minimum_changes_the_chains_not_the_updates() {
         assert_eq!(model::<IntU>(&all), model::<IntU>(&rows));
     }
 
-    let sealed = |form_bytes_min: usize| {
+    let sealed = |pending_bytes_min: usize| {
         let mut batcher = MergeBatcher::<IntU>::new(BatcherConfig {
-            form_bytes_min,
+            pending_bytes_min,
             ..BatcherConfig::default()
         });
         for part in rows.chunks(100) {

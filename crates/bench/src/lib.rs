@@ -1,8 +1,9 @@
 //! Shared pieces of ripple's benchmarks: a counting allocator for peak-memory figures, input
 //! generators, and report formatting.
 //!
-//! This crate is the only place besides tests where `differential-dataflow` appears: it is the
-//! baseline every ripple benchmark runs beside, in the same process, on identical inputs.
+//! Besides tests, this crate and `ripple-oracle` (whose bfs it runs) are the only places where
+//! `differential-dataflow` appears: it is the baseline every ripple benchmark runs beside, in
+//! the same process, on identical inputs.
 
 pub mod alloc;
 pub mod batcher_inputs;

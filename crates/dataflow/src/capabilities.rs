@@ -1,8 +1,7 @@
 //! The capabilities an operator holds for the updates it keeps, and sending a batch under a
 //! set of them.
 //!
-//! Operators that hold updates back (arrange, consolidate, reduce, the arranged variable)
-//! keep capabilities for exactly the lower envelope of the times they still hold, minted
+//! Operators that hold updates back (arrange, consolidate, reduce) keep capabilities for exactly the lower envelope of the times they still hold, minted
 //! sparingly from the stamps of the messages they receive; when they send, they send under
 //! the held capabilities the sent times retire.
 

@@ -10,7 +10,7 @@
 use crate::capabilities::HeldCapabilities;
 use crate::capture::Captured;
 use crate::config::RippleConfig;
-use crate::container::{UpdateContainer, SHIP_UPDATES};
+use crate::container::{UpdateContainer, SEND_UPDATES};
 use crate::exchange::{exchange_by, ExchangeData};
 use columnar::Ref;
 use ripple_batcher::MergeBatcher;
@@ -113,8 +113,8 @@ impl<'scope, T: Time, D: Data, R: Semigroup> Collection<'scope, T, D, R> {
         self,
         mut logic: impl FnMut(Ref<'_, D>) -> D2 + 'static,
     ) -> Collection<'scope, T, D2, R> {
-        self.rewrite("Map", move |container, ship| {
-            ship(container.map_data(&mut logic));
+        self.rewrite("Map", move |container, send| {
+            send(container.map_data(&mut logic));
         })
     }
 
@@ -137,18 +137,18 @@ impl<'scope, T: Time, D: Data, R: Semigroup> Collection<'scope, T, D, R> {
         self,
         mut logic: impl FnMut(D) -> I + 'static,
     ) -> Collection<'scope, T, D2, R> {
-        self.rewrite("FlatMap", move |container, ship| {
+        self.rewrite("FlatMap", move |container, send| {
             let view = container.view();
             let mut output = UpdateContainer::<D2, T, R>::default();
             for index in 0..view.len() {
                 for produced in logic(D::into_owned(view.key(index))) {
                     output.push_data_ref_owned(&produced, view.time(index), view.diff(index));
-                    if output.len() >= SHIP_UPDATES {
-                        ship(output.take_reserving());
+                    if output.len() >= SEND_UPDATES {
+                        send(output.take_reserving());
                     }
                 }
             }
-            ship(output);
+            send(output);
         })
     }
 
@@ -167,7 +167,7 @@ impl<'scope, T: Time, D: Data, R: Semigroup> Collection<'scope, T, D, R> {
     /// assert_eq!(captured.consolidated(), vec![(0, 0, 1), (2, 0, 1), (4, 0, 1)]);
     /// ```
     pub fn filter(self, mut logic: impl FnMut(Ref<'_, D>) -> bool + 'static) -> Self {
-        self.rewrite("Filter", move |container, ship| {
+        self.rewrite("Filter", move |container, send| {
             let view = container.view();
             let mut output = UpdateContainer::<D, T, R>::default();
             for index in 0..view.len() {
@@ -175,7 +175,7 @@ impl<'scope, T: Time, D: Data, R: Semigroup> Collection<'scope, T, D, R> {
                     output.push_ref(view.key(index), view.time(index), view.diff(index));
                 }
             }
-            ship(output);
+            send(output);
         })
     }
 
@@ -200,8 +200,8 @@ impl<'scope, T: Time, D: Data, R: Semigroup> Collection<'scope, T, D, R> {
     where
         R: Abelian,
     {
-        self.rewrite("Negate", move |container, ship| {
-            ship(std::mem::take(container).negate());
+        self.rewrite("Negate", move |container, send| {
+            send(std::mem::take(container).negate());
         })
     }
 
@@ -250,11 +250,11 @@ impl<'scope, T: Time, D: Data, R: Semigroup> Collection<'scope, T, D, R> {
     /// assert_eq!(captured.consolidated(), vec![(9, 0, 1)]);
     /// ```
     pub fn inspect(self, mut logic: impl FnMut(&(D, T, R)) + 'static) -> Self {
-        self.rewrite("Inspect", move |container, ship| {
+        self.rewrite("Inspect", move |container, send| {
             for row in container.to_rows() {
                 logic(&row);
             }
-            ship(std::mem::take(container));
+            send(std::mem::take(container));
         })
     }
 

@@ -10,7 +10,7 @@ pub const CONFIG_KEY: &str = "ripple";
 /// Settings shared by every operator of a worker.
 #[derive(Clone, Debug)]
 pub struct RippleConfig {
-    /// The merge batchers' settings (chunk capacity in serialized bytes, least form size).
+    /// The merge batchers' settings (chunk capacity in serialized bytes, least pending limit).
     pub batcher: BatcherConfig,
     /// The spines' settings (merge effort).
     pub spine: SpineConfig,
@@ -68,8 +68,8 @@ impl RippleConfig {
     /// noise on a big graph (measurements: docs/perf-notes.md, section "Probe run length").
     pub const PROBE_RUN_DEFAULT: usize = 1024;
 
-    /// The arrangements' least form size for plain rows (see
-    /// [`BatcherConfig::form_bytes_min`]): an arrangement inside an iteration receives a few
+    /// The arrangements' least pending limit for plain rows, the least size of a form (see
+    /// [`BatcherConfig::pending_bytes_min`]): an arrangement inside an iteration receives a few
     /// thousand updates per round, which 8 KiB forms cut into several chains, each update then
     /// merged two or three times before the seal; 64 KiB forms sort them in one piece. In bfs
     /// that executed a few percent fewer instructions on mid-sized steps (a fifth fewer in the
@@ -78,14 +78,14 @@ impl RippleConfig {
     /// floor the limit follows an eighth of the batcher's data and the trace's together
     /// (`MergeBatcher::set_context_bytes`, at most 16 MiB): pending rows stay a small fraction
     /// of the arrangement.
-    pub const ARRANGE_FORM_BYTES_MIN: usize = 64 << 10;
+    pub const ARRANGE_PENDING_BYTES_MIN: usize = 64 << 10;
 }
 
 impl Default for RippleConfig {
     fn default() -> Self {
         Self {
             batcher: BatcherConfig {
-                form_bytes_min: Self::ARRANGE_FORM_BYTES_MIN,
+                pending_bytes_min: Self::ARRANGE_PENDING_BYTES_MIN,
                 ..BatcherConfig::default()
             },
             spine: SpineConfig::default(),

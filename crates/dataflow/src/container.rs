@@ -13,9 +13,9 @@ use ripple_updates::{Abelian, Data, Semigroup, Time, Updates, UpdatesView};
 use timely::dataflow::channels::ContainerBytes;
 use timely::Accountable;
 
-/// How many updates a container collects before operators ship it: big enough that per-message
+/// How many updates a container collects before operators send it: big enough that per-message
 /// costs vanish, small enough to stay in cache on its way through a pipeline.
-pub const SHIP_UPDATES: usize = 4096;
+pub const SEND_UPDATES: usize = 4096;
 
 /// The update type of a collection's container: `data` stands in the key column, values are `()`.
 pub type Unkeyed<D, T, R> = (D, (), T, R);
@@ -98,7 +98,7 @@ impl<D: Data, T: Time, R: Semigroup> UpdateContainer<D, T, R> {
 
     /// Takes the updates out, leaving an empty container with room for as many again.
     ///
-    /// For an operator that ships a container once it holds [`SHIP_UPDATES`]: the next one
+    /// For an operator that sends a container once it holds [`SEND_UPDATES`]: the next one
     /// will likely fill as well, and starting it at full size spares each column the dozen
     /// doublings (each a reallocation and a copy through fresh memory) of growing from empty.
     /// Timely takes the container it is given and does not hand one back within a process.

@@ -20,7 +20,7 @@
 //! that differ only in their high bits all went to one worker (measurements: docs/perf-notes.md,
 //! section "Exchange hashing").
 
-use crate::container::{UpdateContainer, SHIP_UPDATES};
+use crate::container::{UpdateContainer, SEND_UPDATES};
 use columnar::{Len, Ref};
 use ripple_updates::{Data, Semigroup, Time, Updates};
 use std::hash::{Hash, Hasher};
@@ -82,11 +82,11 @@ where
                 buffer.updates = Updates::with_capacity_for(view);
             }
             while !positions.is_empty() {
-                let room = SHIP_UPDATES.saturating_sub(buffer.len()).max(1);
+                let room = SEND_UPDATES.saturating_sub(buffer.len()).max(1);
                 let (now, later) = positions.split_at(room.min(positions.len()));
                 buffer.updates.extend_gather(view, now);
                 positions = later;
-                if buffer.len() >= SHIP_UPDATES {
+                if buffer.len() >= SEND_UPDATES {
                     let mut full = buffer.take_reserving();
                     Message::push_at(&mut full, stamp.clone(), &mut pushers[target]);
                 }

@@ -1,7 +1,7 @@
 //! Feeding changes into a dataflow.
 
 use crate::collection::{Collection, Output};
-use crate::container::{UpdateContainer, SHIP_UPDATES};
+use crate::container::{UpdateContainer, SEND_UPDATES};
 use ripple_updates::{Data, Semigroup, Time};
 use std::fmt;
 use timely::dataflow::operators::Input;
@@ -142,7 +142,7 @@ impl<T: Time + TotalOrder, D: Data, R: Semigroup> InputSession<T, D, R> {
 
     fn push(&mut self, data: &D, time: &T, diff: &R) {
         self.buffer.push(data, time, diff);
-        if self.buffer.len() >= SHIP_UPDATES {
+        if self.buffer.len() >= SEND_UPDATES {
             self.handle.send_batch(&mut self.buffer.take_reserving());
         }
     }

@@ -59,8 +59,9 @@ struct Args {
     /// 100, 1000 (overrides --graphs, --updates and --batches).
     #[arg(long)]
     quick: bool,
-    /// Folder for bfs.md and the latency plots.
-    #[arg(long, default_value = "results")]
+    /// Folder for bfs.md and the latency plots (a table to commit goes to a folder of its own
+    /// under results/, indexed in results/README.md).
+    #[arg(long, default_value = "target/bfs-bench")]
     out: PathBuf,
 }
 
@@ -72,6 +73,8 @@ struct Measured {
     ripple_heap: usize,
     dd: RunReport,
     dd_heap: usize,
+    /// Every run of both engines gave the same output (checksum and rows).
+    outputs_match: bool,
 }
 
 fn parse_graph(text: &str) -> Result<(u32, u64), String> {
@@ -146,77 +149,31 @@ fn main() -> ExitCode {
         let graph = format!("{}/{}", short(u64::from(nodes)), short(edges));
         let graph_start = results.len();
         for &batch in &args.batches {
-            let options = |workers: usize| RunOptions {
-                computation: Computation::Bfs,
-                roots: vec![0],
+            let cell = Cell {
+                source: &source,
+                graph: &graph,
                 batch,
-                cluster: Cluster::local(workers),
-                progress: false,
-                config: RippleConfig::default(),
             };
-            let ripple_run = |options: &RunOptions| {
-                measured(|| {
-                    run(Arc::clone(&source), options, None)
-                        .expect("ripple runs")
-                        .expect("one process hosts worker 0")
-                })
-            };
-            let dd_run = |options: &RunOptions| measured(|| run_dd(Arc::clone(&source), options));
-            // Each repetition runs every worker count, and each cell's engines take turns at
-            // going first from one repetition to the next (and from one worker count to the
-            // next), so neither always meets a warm or a fragmented heap; a worker count's
-            // runs sit beside the others' in time, so the gain over one worker compares runs
-            // of the same stretch of a machine whose speed drifts over minutes (by about a
-            // tenth, differential-dataflow's runs as much as ripple's; see CONTRIBUTING.md,
-            // "Method").
-            let mut runs: Vec<(Vec<_>, Vec<_>)> =
-                vec![(Vec::new(), Vec::new()); args.workers.len()];
-            for repetition in 0..args.runs as usize {
-                let cells = args.workers.iter().zip(runs.iter_mut()).enumerate();
-                for (index, (&workers, (ripple_runs, dd_runs))) in cells {
-                    let options = options(workers);
-                    if (repetition + index) % 2 == 0 {
-                        ripple_runs.push(ripple_run(&options));
-                        dd_runs.push(dd_run(&options));
-                    } else {
-                        dd_runs.push(dd_run(&options));
-                        ripple_runs.push(ripple_run(&options));
-                    }
-                }
-            }
-            for (&workers, (ripple_runs, dd_runs)) in args.workers.iter().zip(runs) {
-                let reference = (dd_runs[0].0.checksum, dd_runs[0].0.rows);
-                let mismatched = ripple_runs
-                    .iter()
-                    .chain(&dd_runs)
-                    .any(|(report, _)| (report.checksum, report.rows) != reference);
-                let (ripple, ripple_heap) = median_run(ripple_runs);
-                let (dd, dd_heap) = median_run(dd_runs);
+            for measured in cell.measure(&args) {
                 eprintln!(
-                    "[{:>3}/{configurations} {:>7.1}s] {graph} w{workers} b{batch}: ripple {:.0}/s, dd {:.0}/s ({:.2}x), heap {} vs {}",
+                    "[{:>3}/{configurations} {:>7.1}s] {graph} w{} b{batch}: ripple {:.0}/s, dd {:.0}/s ({:.2}x), heap {} vs {}",
                     results.len() + 1,
                     began.elapsed().as_secs_f64(),
-                    ripple.updates_per_second(),
-                    dd.updates_per_second(),
-                    ripple.updates_per_second() / dd.updates_per_second().max(1e-9),
-                    bytes(ripple_heap),
-                    bytes(dd_heap),
+                    measured.workers,
+                    measured.ripple.updates_per_second(),
+                    measured.dd.updates_per_second(),
+                    measured.ripple.updates_per_second() / measured.dd.updates_per_second().max(1e-9),
+                    bytes(measured.ripple_heap),
+                    bytes(measured.dd_heap),
                 );
-                if mismatched {
+                if !measured.outputs_match {
+                    let (ripple, dd) = (&measured.ripple, &measured.dd);
                     mismatches.push(format!(
-                        "{graph} w{workers} b{batch}: ripple {:016x} ({} rows) vs dd {:016x} ({} rows)",
-                        ripple.checksum.0, ripple.rows, dd.checksum.0, dd.rows
+                        "{graph} w{} b{batch}: ripple {:016x} ({} rows) vs dd {:016x} ({} rows)",
+                        measured.workers, ripple.checksum.0, ripple.rows, dd.checksum.0, dd.rows
                     ));
                 }
-                results.push(Measured {
-                    graph: graph.clone(),
-                    workers,
-                    batch,
-                    ripple,
-                    ripple_heap,
-                    dd,
-                    dd_heap,
-                });
+                results.push(measured);
             }
         }
         // The tables list a graph's cells by worker count, then batch size.
@@ -289,33 +246,7 @@ fn write_report(args: &Args, results: &[Measured], mismatches: &[String]) -> Res
         text.push('\n');
     }
     text.push_str("## Ratios\n\n");
-    let mut rows = Vec::new();
-    for m in results {
-        let own_one_worker = results
-            .iter()
-            .find(|o| o.graph == m.graph && o.batch == m.batch && o.workers == 1 && m.workers != 1);
-        rows.push(vec![
-            m.graph.clone(),
-            m.workers.to_string(),
-            m.batch.to_string(),
-            format!(
-                "{:.2}x",
-                m.ripple.updates_per_second() / m.dd.updates_per_second().max(1e-9)
-            ),
-            format!("{:.2}x", m.ripple_heap as f64 / (m.dd_heap as f64).max(1.0)),
-            own_one_worker.map_or("".into(), |one| {
-                format!(
-                    "{:.2}x",
-                    m.ripple.updates_per_second() / one.ripple.updates_per_second().max(1e-9)
-                )
-            }),
-            if m.ripple.checksum == m.dd.checksum {
-                "yes".into()
-            } else {
-                "**NO**".into()
-            },
-        ]);
-    }
+    let rows = ratio_rows(results);
     text.push_str(&markdown_table(
         &[
             "graph",
@@ -356,6 +287,48 @@ fn write_report(args: &Args, results: &[Measured], mismatches: &[String]) -> Res
         &rows,
     ));
     text.push_str("\n## Latency distributions\n\n");
+    write_latency_plots(args, results, &mut text)?;
+    let path = args.out.join("bfs.md");
+    std::fs::write(&path, &text).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    print!("{text}");
+    eprintln!("wrote {}", path.display());
+    Ok(())
+}
+
+/// The ratios table's rows: per cell, ripple over differential and over its own one worker.
+fn ratio_rows(results: &[Measured]) -> Vec<Vec<String>> {
+    let mut rows = Vec::new();
+    for m in results {
+        let own_one_worker = results
+            .iter()
+            .find(|o| o.graph == m.graph && o.batch == m.batch && o.workers == 1 && m.workers != 1);
+        rows.push(vec![
+            m.graph.clone(),
+            m.workers.to_string(),
+            m.batch.to_string(),
+            format!(
+                "{:.2}x",
+                m.ripple.updates_per_second() / m.dd.updates_per_second().max(1e-9)
+            ),
+            format!("{:.2}x", m.ripple_heap as f64 / (m.dd_heap as f64).max(1.0)),
+            own_one_worker.map_or("".into(), |one| {
+                format!(
+                    "{:.2}x",
+                    m.ripple.updates_per_second() / one.ripple.updates_per_second().max(1e-9)
+                )
+            }),
+            if m.ripple.checksum == m.dd.checksum {
+                "yes".into()
+            } else {
+                "**NO**".into()
+            },
+        ]);
+    }
+    rows
+}
+
+/// Writes one latency CDF plot per graph beside the report and links it from `text`.
+fn write_latency_plots(args: &Args, results: &[Measured], text: &mut String) -> Result<(), String> {
     let mut graphs: Vec<&String> = results.iter().map(|m| &m.graph).collect();
     graphs.dedup();
     for graph in graphs {
@@ -380,9 +353,78 @@ fn write_report(args: &Args, results: &[Measured], mismatches: &[String]) -> Res
         std::fs::write(&path, svg).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
         text.push_str(&format!("![bfs latency on {graph}]({file})\n\n"));
     }
-    let path = args.out.join("bfs.md");
-    std::fs::write(&path, &text).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
-    print!("{text}");
-    eprintln!("wrote {}", path.display());
     Ok(())
+}
+
+/// One graph and batch size, measured at every worker count.
+struct Cell<'c> {
+    source: &'c Arc<Source>,
+    graph: &'c str,
+    batch: u64,
+}
+
+impl Cell<'_> {
+    /// Runs both engines `args.runs` times at each of `args.workers`, and keeps each engine's
+    /// median run per worker count.
+    fn measure(&self, args: &Args) -> Vec<Measured> {
+        let (source, batch) = (self.source, self.batch);
+        let options = |workers: usize| RunOptions {
+            computation: Computation::Bfs,
+            roots: vec![0],
+            batch,
+            cluster: Cluster::local(workers),
+            progress: false,
+            config: RippleConfig::default(),
+        };
+        let ripple_run = |options: &RunOptions| {
+            measured(|| {
+                run(Arc::clone(source), options, None)
+                    .expect("ripple runs")
+                    .expect("one process hosts worker 0")
+            })
+        };
+        let dd_run = |options: &RunOptions| measured(|| run_dd(Arc::clone(source), options));
+        // Each repetition runs every worker count, and each cell's engines take turns at
+        // going first from one repetition to the next (and from one worker count to the
+        // next), so neither always meets a warm or a fragmented heap; a worker count's
+        // runs sit beside the others' in time, so the gain over one worker compares runs
+        // of the same stretch of a machine whose speed drifts over minutes (by about a
+        // tenth, differential-dataflow's runs as much as ripple's; see CONTRIBUTING.md,
+        // "Method").
+        let mut runs: Vec<(Vec<_>, Vec<_>)> = vec![(Vec::new(), Vec::new()); args.workers.len()];
+        for repetition in 0..args.runs as usize {
+            let cells = args.workers.iter().zip(runs.iter_mut()).enumerate();
+            for (index, (&workers, (ripple_runs, dd_runs))) in cells {
+                let options = options(workers);
+                if (repetition + index) % 2 == 0 {
+                    ripple_runs.push(ripple_run(&options));
+                    dd_runs.push(dd_run(&options));
+                } else {
+                    dd_runs.push(dd_run(&options));
+                    ripple_runs.push(ripple_run(&options));
+                }
+            }
+        }
+        let mut measured = Vec::new();
+        for (&workers, (ripple_runs, dd_runs)) in args.workers.iter().zip(runs) {
+            let reference = (dd_runs[0].0.checksum, dd_runs[0].0.rows);
+            let outputs_match = ripple_runs
+                .iter()
+                .chain(&dd_runs)
+                .all(|(report, _)| (report.checksum, report.rows) == reference);
+            let (ripple, ripple_heap) = median_run(ripple_runs);
+            let (dd, dd_heap) = median_run(dd_runs);
+            measured.push(Measured {
+                graph: self.graph.to_string(),
+                workers,
+                batch,
+                ripple,
+                ripple_heap,
+                dd,
+                dd_heap,
+                outputs_match,
+            });
+        }
+        measured
+    }
 }

@@ -14,7 +14,7 @@ mod operator;
 pub use agent::TraceAgent;
 
 use crate::collection::{Collection, Output};
-use crate::container::{UpdateContainer, SHIP_UPDATES};
+use crate::container::{UpdateContainer, SEND_UPDATES};
 use columnar::Ref;
 use ripple_trace::Batch;
 use ripple_updates::{Data, Semigroup, Time};
@@ -44,12 +44,12 @@ impl<K: Data, V: Data, T: Time, R: Semigroup> Clone for Arranged<'_, K, V, T, R>
     }
 }
 
-/// Hands `batches`' updates to `ship` in update containers of about [`SHIP_UPDATES`] each,
+/// Hands `batches`' updates to `send` in update containers of about [`SEND_UPDATES`] each,
 /// every `(key, val)` turned into a record by `logic`.
-pub(crate) fn ship_as_updates<'b, K, V, T, R, D>(
+pub(crate) fn send_as_updates<'b, K, V, T, R, D>(
     batches: impl IntoIterator<Item = &'b Batch<(K, V, T, R)>> + Clone,
     logic: &mut impl FnMut(Ref<'_, K>, Ref<'_, V>) -> D,
-    mut ship: impl FnMut(&mut UpdateContainer<D, T, R>),
+    mut send: impl FnMut(&mut UpdateContainer<D, T, R>),
 ) where
     K: Data,
     V: Data,
@@ -57,7 +57,7 @@ pub(crate) fn ship_as_updates<'b, K, V, T, R, D>(
     R: Semigroup,
     D: Data,
 {
-    // The first container is sized for the batches' updates (at most a shipment's worth) once
+    // The first container is sized for the batches' updates (at most one container's worth) once
     // its first key is in, a sample of the records' sizes: a reduce's output batch in an
     // iteration round is a few hundred updates, which growing from empty reallocated some
     // seven times per column.
@@ -74,21 +74,21 @@ pub(crate) fn ship_as_updates<'b, K, V, T, R, D>(
             }
             let held = container.len();
             if !sized && held > 0 {
-                let room = total.min(SHIP_UPDATES);
+                let room = total.min(SEND_UPDATES);
                 if room > held {
                     container.updates.reserve_copies(room.div_ceil(held) - 1);
                 }
                 sized = true;
             }
-            if held >= SHIP_UPDATES {
+            if held >= SEND_UPDATES {
                 // The next container starts at this one's size (see `take_reserving`).
-                ship(&mut container.take_reserving());
+                send(&mut container.take_reserving());
             }
             cursor.step_key();
         }
     }
     if !container.is_empty() {
-        ship(&mut container);
+        send(&mut container);
     }
 }
 
@@ -104,7 +104,7 @@ impl<'scope, K: Data, V: Data, T: Time, R: Semigroup> Arranged<'scope, K, V, T, 
                     move |input, output| {
                         input.for_each(|capability, batches| {
                             let mut session = output.session(&capability);
-                            ship_as_updates(batches.iter(), &mut logic, |container| {
+                            send_as_updates(batches.iter(), &mut logic, |container| {
                                 session.give_container(container)
                             });
                         });

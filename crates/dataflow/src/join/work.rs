@@ -2,10 +2,10 @@
 //!
 //! The batch's keys are probed against the snapshot in sorted runs (batched lookups: one
 //! forward pass per trace batch per run). For each key found, both histories are gathered and
-//! multiplied ([`join_histories`]). Work is fueled: a call stops after the run in which its fuel
+//! multiplied ([`key_product`]). Work is fueled: a call stops after the run in which its fuel
 //! ran out and the next call resumes at the following key, so a huge join yields to the worker.
 
-use super::history::{join_histories, KeyHistory};
+use super::product::{key_product, KeyUpdates};
 use columnar::Ref;
 use ripple_trace::{Batch, LookupScratch, TraceSnapshot};
 use ripple_updates::{Data, Semigroup, Time};
@@ -37,7 +37,7 @@ where
     /// Joins keys until `fuel` is spent (it may go a run's worth below zero, saturating) or the
     /// batch is done, looking keys up `probe_run` (at least 1) at a time; calls `emit(key, batch
     /// val, trace val, time, diff)`, the diff the sum of `multiply(batch diff, trace diff)` over
-    /// the pairs it stands for ([`join_histories`]). Returns true when every key is done.
+    /// the pairs it stands for ([`key_product`]). Returns true when every key is done.
     pub(crate) fn work<R3: Semigroup>(
         &mut self,
         fuel: &mut usize,
@@ -50,8 +50,8 @@ where
         let keys = self.batch.keys();
         let mut batch_cursor = self.batch.cursor();
         let mut trace_cursor = self.trace.cursor();
-        let mut batch_history = KeyHistory::<VB, T, RB>::default();
-        let mut trace_history = KeyHistory::<VT, T, RT>::default();
+        let mut batch_history = KeyUpdates::<VB, T, RB>::default();
+        let mut trace_history = KeyUpdates::<VT, T, RT>::default();
         let mut pairs = Vec::new();
         while self.next_key < key_count && *fuel > 0 {
             let lower = self.next_key;
@@ -82,7 +82,7 @@ where
                     trace_history.advance_by(&meet);
                 }
                 let key = values.key();
-                spent += 1 + join_histories(
+                spent += 1 + key_product(
                     &mut batch_history,
                     &mut trace_history,
                     multiply,

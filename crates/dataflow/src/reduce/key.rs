@@ -11,14 +11,14 @@
 //! Totally ordered histories (the common case outside iterations) take a single sweep: the
 //! accumulations grow as the times advance, so each update is added once. Partially ordered
 //! histories whose times to examine in the interval still form a chain (the common case
-//! inside iterations) take a single sweep too, in [`super::chain`], or, when long, in
-//! [`super::segments`], which puts only the stretches it must visit in time order. Any other
+//! inside iterations) take a single sweep too, in [`super::chain_sweep`], or, when long, in
+//! [`super::segmented_sweep`], which puts only the stretches it must visit in time order. Any other
 //! shape is replayed in [`super::replay`], which forms the join closure lazily and collapses
 //! passed updates by the meet of the times still to come.
 
-use super::chain::{chain_key, ChainScratch};
+use super::chain_sweep::{chain_sweep, ChainScratch};
 use super::replay::{replay_key, ReplayScratch};
-use super::segments::{segmented_key, segments_pay, SegmentScratch};
+use super::segmented_sweep::{segmented_sweep, segments_pay, SegmentScratch};
 use super::visit::{Hooks, Sums, Visit};
 use columnar::Ref;
 use ripple_updates::consolidate::consolidate_pairs;
@@ -100,12 +100,12 @@ pub(crate) fn reduce_key<'a, V, V2, T, R, R2, L, E, D>(
     let partial = has_incomparable(visit.history, visit.output, times)
         || !is_totally_ordered(visit.history, visit.output, times, &mut scratch.all_times);
     if partial {
-        // Usually the times to examine still form a chain (see `super::chain`); histories
-        // that are not short sort only the stretches that can change (`super::segments`).
+        // Usually the times to examine still form a chain (see `super::chain_sweep`); histories
+        // that are not short sort only the stretches that can change (`super::segmented_sweep`).
         let (new_times, sums) = (&scratch.times, &mut scratch.sums);
         let history_len = visit.history.len() + visit.output.len();
         let swept = if segments_pay(history_len) {
-            segmented_key(
+            segmented_sweep(
                 visit,
                 new_times,
                 deferred,
@@ -114,7 +114,7 @@ pub(crate) fn reduce_key<'a, V, V2, T, R, R2, L, E, D>(
                 hooks,
             )
         } else {
-            chain_key(visit, new_times, &mut scratch.chain, sums, hooks)
+            chain_sweep(visit, new_times, &mut scratch.chain, sums, hooks)
         };
         if swept {
             return;
@@ -343,7 +343,7 @@ mod tests {
 
         /// Intervals as `iterate` makes them with big steps: one round at a time for all the
         /// outer times of a step (three per step here). New times then mostly form a chain
-        /// while the histories hold later rounds, the shape `super::chain` sweeps.
+        /// while the histories hold later rounds, the shape `super::chain_sweep` sweeps.
         #[test]
         fn rounds_of_many_outer_times(updates in proptest::collection::vec(
             (0u64..3, (0u64..6, 0u32..6).prop_map(|(o, i)| Product::new(o, i)), prop_oneof![Just(1i64), Just(-1)]),

@@ -2,7 +2,9 @@
 //!
 //! The operator reads an arrangement and writes its own. Each activation processes the interval
 //! `[lower, upper)` of times that has become complete: `upper` is the last batch boundary of the
-//! input trace not beyond the input frontier. The keys to visit are those of the batches
+//! input trace not beyond the input frontier, or the upper of the last input batch received if
+//! that is further, and for an arrangement of the same dataflow the trace's own upper (see
+//! `ReduceState::next_interval` in `shell.rs`). The keys to visit are those of the batches
 //! received for the interval and those with deferred times now inside it, looked up in sorted
 //! runs (one batched lookup per trace and run, read in step key by key). For each key the
 //! input history through `lower`, its new updates in `[lower, upper)` (kept apart: they seed
@@ -35,45 +37,34 @@
 //! differential's heap, where this operator stays near half of it (measurements:
 //! docs/perf-notes.md, section "Reduce: hashed-reduce prototype (rejected)").
 
-mod chain;
+mod chain_sweep;
+mod deferred;
 mod key;
 mod replay;
-mod segments;
+mod segmented_sweep;
+mod shell;
 mod visit;
 
-use crate::arrange::{ship_as_updates, Arranged, TraceAgent};
-use crate::capabilities::{give_batch, HeldCapabilities};
+use crate::arrange::{send_as_updates, Arranged, TraceAgent};
+use crate::capabilities::give_batch;
 use crate::collection::{Collection, Output};
 use crate::config::RippleConfig;
 use crate::exchange::ExchangeData;
-use crate::recycle::recycle;
-use columnar::{Borrow, Columnar, Index, Push, Ref};
-use key::{reduce_key, KeyScratch};
-use ripple_trace::{
-    Batch, Builder, Description, LookupScratch, TraceCursor, TraceHandle, TraceSnapshot,
-};
-use ripple_updates::consolidate::consolidate_triples;
-use ripple_updates::search::gallop;
-use ripple_updates::{Abelian, Antichain, Data, PartialOrder, Semigroup, Time, Update, Updates};
+use columnar::Ref;
+use ripple_trace::{Batch, TraceHandle};
+use ripple_updates::{Abelian, Data, Semigroup, Time};
+use shell::{ReduceSettings, ReduceState};
 use timely::container::CapacityContainerBuilder;
 use timely::dataflow::channels::pact::Pipeline;
 use timely::dataflow::operators::generic::{Operator, OutputBuilderSession};
 use timely::dataflow::operators::CapabilitySet;
 use timely::dataflow::Stream;
-use visit::{Hooks, Visit};
 
-/// Output corrections are handed to the builder in pieces of about this many updates, so the
-/// gathering buffer kept between activations stays small.
-const PRODUCED_FLUSH: usize = 1 << 16;
-
-/// What the reduce operator makes: the stream it ships and its output trace.
-type Shipped<'scope, K, V, T, R, C> = (Stream<'scope, T, C>, TraceAgent<K, V, T, R>);
+/// What the reduce operator makes: the stream it sends downstream and its output trace.
+type ReduceOutput<'scope, K, V, T, R, C> = (Stream<'scope, T, C>, TraceAgent<K, V, T, R>);
 
 /// The container builder of a stream of batches.
 type BatchBuilder<K, V, T, R> = CapacityContainerBuilder<Vec<Batch<(K, V, T, R)>>>;
-
-/// A received input batch waiting for its interval, with the capabilities it arrived under.
-type Queued<K, V, T, R> = (Batch<(K, V, T, R)>, CapabilitySet<T>);
 
 impl<'scope, K, V, T, R> Arranged<'scope, K, V, T, R>
 where
@@ -152,7 +143,7 @@ where
             logic,
             move |batch, output, capabilities| {
                 let mut session = output.session(capabilities);
-                ship_as_updates([batch], &mut record, |container| {
+                send_as_updates([batch], &mut record, |container| {
                     session.give_container(container)
                 });
             },
@@ -160,297 +151,48 @@ where
         Collection { inner }
     }
 
-    /// The reduce operator, shipping each output batch downstream with `ship`: as a batch
+    /// The reduce operator, sending each output batch downstream with `send`: as a batch
     /// ([`Self::reduce_core`]), or as update containers where a collection is all that is
     /// wanted (one operator fewer in every round than arranging, then reading the batches).
     pub(crate) fn reduce_operator<V2, R2, CB>(
         self,
         name: &str,
         mut logic: impl FnMut(Ref<'_, K>, &[(Ref<'_, V>, R)], &mut Vec<(V2, R2)>) + 'static,
-        mut ship: impl FnMut(&Batch<(K, V2, T, R2)>, &mut OutputBuilderSession<'_, T, CB>, &CapabilitySet<T>)
+        mut send: impl FnMut(&Batch<(K, V2, T, R2)>, &mut OutputBuilderSession<'_, T, CB>, &CapabilitySet<T>)
             + 'static,
-    ) -> Shipped<'scope, K, V2, T, R2, CB::Container>
+    ) -> ReduceOutput<'scope, K, V2, T, R2, CB::Container>
     where
         V2: Data,
         R2: Semigroup + Abelian,
         CB: timely::ContainerBuilder,
     {
-        let config = RippleConfig::of(self.stream.scope().worker());
-        let lockstep =
-            config.holds_meets(&self.stream.scope().addr()) && self.stream.scope().peers() > 1;
-        let mut input_trace = self.trace.handle.clone();
-        let local_input = !self.trace.imported;
+        let scope = self.stream.scope();
+        let config = RippleConfig::of(scope.worker());
+        let settings = ReduceSettings {
+            hold_meets: config.holds_meets(&scope.addr()) && scope.peers() > 1,
+            local_input: !self.trace.imported,
+            probe_run: config.probe_run,
+        };
         let reader = TraceAgent::new(TraceHandle::<(K, V2, T, R2)>::new(config.spine));
-        let mut output_trace = reader.handle.clone();
-        let announcer = reader.clone_without_holds();
-
+        let mut state = ReduceState::new(
+            settings,
+            self.trace.handle.clone(),
+            reader.handle.clone(),
+            reader.clone_without_holds(),
+        );
         let stream = self
             .stream
             .unary_frontier::<CB, _, _, _>(Pipeline, name, move |_, _| {
-                let mut lower = Antichain::from_elem(<T as timely::progress::Timestamp>::minimum());
-                // The upper of the last input batch received.
-                let mut received =
-                    Antichain::from_elem(<T as timely::progress::Timestamp>::minimum());
-                // Received batches not yet processed, with their capabilities.
-                let mut queued: Vec<Queued<K, V, T, R>> = Vec::new();
-                // Capabilities for the deferred times.
-                let mut held = HeldCapabilities::<T>::default();
-                // Deferred times as `(key, time)`, sorted, to be taken up when `upper`
-                // passes them; and the list an activation writes for the next one.
-                let mut deferred: Vec<(K, T)> = Vec::new();
-                let mut next_deferred: Vec<(K, T)> = Vec::new();
-                // One key's deferred times still beyond `upper`, with those its pass defers
-                // (its times now due go to `key_times`).
-                let mut later_times: Vec<T> = Vec::new();
-                // The keys to visit in an activation, sorted and distinct.
-                let mut keys: Vec<K> = Vec::new();
-                let mut key_times: Vec<T> = Vec::new();
-                // Corrections in output order: keys are visited in order, and each key's
-                // corrections are sorted and consolidated once its visit is done. So they go
-                // straight to the builder, without a batcher to sort them again.
-                let mut produced = Updates::<(K, V2, T, R2)>::default();
-                let mut key_output: Vec<(V2, T, R2)> = Vec::new();
-                let mut builder = Builder::new();
-                let mut lookups: [LookupScratch; 3] = Default::default();
-                // The per-key buffers, kept between activations (their items borrow
-                // from an activation's batches; see `crate::recycle`).
-                let mut spare = Spare::<V, V2, T, R, R2>::default();
-                let probe_run = config.probe_run.max(1);
                 move |(input, frontier), output| {
                     input.for_each(|capability, batches| {
                         let capabilities = capability.retain_stamp(0);
                         for batch in batches.drain(..) {
-                            received.clone_from(&batch.description().upper);
-                            queued.push((batch, capabilities.clone()));
+                            state.receive(batch, capabilities.clone());
                         }
                     });
-
-                    // The interval to process ends at the last input batch boundary that
-                    // is not beyond the input frontier, or at the upper of the last batch
-                    // received, if that is further: the arrangement sends a batch only once
-                    // everything before its upper is in the trace, and the frontier that
-                    // says so reaches this operator only at the end of the worker's step.
-                    // Going by the batches saves a step per iteration round. An arrangement
-                    // of this dataflow sends every batch with updates as it inserts it, so
-                    // all of its trace is complete: the batches not received are empty
-                    // advances of its upper, which the frontier can be slow to confirm (it
-                    // counts other workers' arrangements, whose held meets of outer times
-                    // and rounds can leave it behind this worker's; waiting for it then can
-                    // wait for this very reduce).
-                    let mut through = input_trace.snapshot().into_batches();
-                    let complete = through
-                        .iter()
-                        .take_while(|batch| {
-                            let upper = &batch.description().upper;
-                            local_input
-                                || PartialOrder::less_equal(&upper.borrow(), &frontier.frontier())
-                                || PartialOrder::less_equal(upper, &received)
-                        })
-                        .count();
-                    through.truncate(complete);
-                    let Some(upper) = through
-                        .last()
-                        .map(|batch| batch.description().upper.clone())
-                    else {
-                        return;
-                    };
-                    if upper == lower {
-                        return;
-                    }
-                    // The batches through `lower` hold the history, the rest the interval's
-                    // new updates. The spine keeps the two apart: our physical compaction
-                    // frontier is `lower`, so no merge spans it.
-                    let split = through.partition_point(|batch| {
-                        PartialOrder::less_equal(&batch.description().upper, &lower)
+                    state.activate(frontier.frontier(), &mut logic, |batch, retired| {
+                        send(batch, output, retired)
                     });
-                    assert!(
-                        through
-                            .get(split)
-                            .is_none_or(|batch| batch.description().lower == lower),
-                        "reduce: an input batch spans the interval's lower bound {lower:?}"
-                    );
-                    let new_snapshot = TraceSnapshot::new(through.split_off(split));
-                    let history_snapshot = TraceSnapshot::new(through);
-                    let output_snapshot = output_trace.snapshot();
-
-                    // Keys to visit: those of the new updates ...
-                    let mut capabilities = std::mem::take(&mut held);
-                    keys.clear();
-                    queued.retain(|(batch, caps)| {
-                        if !PartialOrder::less_equal(&batch.description().upper, &upper) {
-                            return true;
-                        }
-                        for capability in caps.iter() {
-                            capabilities.insert(capability.clone());
-                        }
-                        let mut cursor = batch.cursor();
-                        while let Some(key) = cursor.get_key() {
-                            keys.push(K::into_owned(key));
-                            cursor.step_key();
-                        }
-                        false
-                    });
-                    // ... and those with deferred times now inside the interval.
-                    Extend::extend(
-                        &mut keys,
-                        deferred
-                            .iter()
-                            .filter(|(_, time)| !upper.less_equal(time))
-                            .map(|(key, _)| key.clone()),
-                    );
-                    keys.sort_unstable();
-                    keys.dedup();
-                    // The walk below writes the next deferred list in one pass, in order:
-                    // entries of keys it does not visit move over as they are, a visited
-                    // key's entries still beyond `upper` merge with those its pass defers.
-                    next_deferred.clear();
-                    let mut deferred_read = 0;
-
-                    // The keys as a column, so cursors can seek with borrowed keys.
-                    let mut key_column = <K as Columnar>::Container::default();
-                    for key in keys.iter() {
-                        key_column.push(key);
-                    }
-                    let key_column = key_column.borrow();
-
-                    let mut history_cursor = history_snapshot.cursor();
-                    let mut new_cursor = new_snapshot.cursor();
-                    let mut output_cursor = output_snapshot.cursor();
-                    let Spare {
-                        scratch,
-                        input_history,
-                        new_updates,
-                        mut output_history,
-                    } = std::mem::take(&mut spare);
-                    let mut scratch = scratch.recycle();
-                    let mut input_history = recycle(input_history);
-                    let mut new_updates = recycle(new_updates);
-                    let mut run_start = 0;
-                    while run_start < keys.len() {
-                        // One batched lookup per trace for a run of keys (each batch walked
-                        // once, the cursors not re-merged after every seek); the hits come
-                        // back key by key, so only one key's histories are held at a time.
-                        let run_end = keys.len().min(run_start + probe_run);
-                        let probes =
-                            columnar::Slice::new(run_start as u64, run_end as u64, key_column);
-                        let [history_lookup, new_lookup, output_lookup] = &mut lookups;
-                        let mut history_hits =
-                            HitStream::start(&mut history_cursor, probes, history_lookup);
-                        let mut new_hits = HitStream::start(&mut new_cursor, probes, new_lookup);
-                        let mut output_hits =
-                            HitStream::start(&mut output_cursor, probes, output_lookup);
-                        for (probe, key) in keys[run_start..run_end].iter().enumerate() {
-                            let key_ref = key_column.get(run_start + probe);
-                            // Entries of keys before this one are not due (every key
-                            // with a due entry is visited): they carry over. Visited keys
-                            // are dense among the deferred ones, so that run is usually
-                            // empty or short: a gallop from the front finds its end.
-                            let skipped = gallop(deferred_read, deferred.len(), |index| {
-                                deferred[index].0 < *key
-                            });
-                            next_deferred.extend_from_slice(&deferred[deferred_read..skipped]);
-                            deferred_read = skipped;
-                            key_times.clear();
-                            later_times.clear();
-                            while let Some((_, time)) = deferred
-                                .get(deferred_read)
-                                .filter(|(other, _)| other == key)
-                            {
-                                if upper.less_equal(time) {
-                                    later_times.push(time.clone());
-                                } else {
-                                    key_times.push(time.clone());
-                                }
-                                deferred_read += 1;
-                            }
-                            let kept = later_times.len();
-                            input_history.clear();
-                            history_hits.gather(probe, &mut input_history, |v| v);
-                            new_updates.clear();
-                            new_hits.gather(probe, &mut new_updates, |v| v);
-                            output_history.clear();
-                            output_hits.gather(probe, &mut output_history, V2::into_owned);
-                            let visit = &mut Visit {
-                                history: &mut input_history,
-                                batch: &mut new_updates,
-                                output: &mut output_history,
-                                upper: upper.borrow(),
-                            };
-                            let hooks = &mut Hooks::new(
-                                |input, output| logic(key_ref, input, output),
-                                |val: &V2, time: &T, diff: &R2| {
-                                    key_output.push((val.clone(), time.clone(), diff.clone()))
-                                },
-                                |time| later_times.push(time.clone()),
-                            );
-                            reduce_key(visit, &key_times, &mut scratch, hooks);
-                            if later_times.len() > kept {
-                                later_times.sort_unstable();
-                                later_times.dedup();
-                            }
-                            Extend::extend(
-                                &mut next_deferred,
-                                later_times.iter().map(|time| (key.clone(), time.clone())),
-                            );
-                            if !key_output.is_empty() {
-                                consolidate_triples(&mut key_output);
-                                for (val, time, diff) in key_output.drain(..) {
-                                    produced.push(key, &val, &time, &diff);
-                                }
-                            }
-                            if produced.len() >= PRODUCED_FLUSH {
-                                builder.push_view(produced.view());
-                                produced.clear();
-                            }
-                        }
-                        run_start = run_end;
-                    }
-                    debug_assert!(
-                        deferred[deferred_read..]
-                            .iter()
-                            .all(|(_, time)| upper.less_equal(time)),
-                        "a key with a due deferred time was not visited"
-                    );
-                    next_deferred.extend_from_slice(&deferred[deferred_read..]);
-                    std::mem::swap(&mut deferred, &mut next_deferred);
-                    spare = Spare {
-                        scratch: scratch.recycle(),
-                        input_history: recycle(input_history),
-                        new_updates: recycle(new_updates),
-                        output_history: recycle(output_history),
-                    };
-                    if builder.is_empty() {
-                        // The whole batch: its size picks the encoding of its histories.
-                        builder.expect(produced.len());
-                    }
-                    builder.push_view(produced.view());
-                    produced.clear();
-
-                    // One batch for the interval, under every capability it retires.
-                    let retired = capabilities.before(upper.borrow());
-                    let batch = builder.build(Description::new(lower.clone(), upper.clone()));
-                    if retired.is_empty() {
-                        debug_assert!(batch.is_empty(), "output without a capability");
-                        output_trace.advance_upper(upper.clone());
-                    } else {
-                        output_trace.insert(batch.clone());
-                        announcer.announce_batch(&batch);
-                        ship(&batch, output, &retired);
-                    }
-                    announcer.announce_progress(&upper);
-                    let mut pending = Antichain::new();
-                    for (_, time) in deferred.iter() {
-                        pending.insert(time.clone());
-                    }
-                    capabilities.downgrade_holding(pending.borrow(), lockstep);
-                    held = capabilities;
-
-                    // Only times at or beyond `upper` will be read from now on.
-                    input_trace.set_logical_compaction(upper.borrow());
-                    input_trace.set_physical_compaction(upper.borrow());
-                    output_trace.set_logical_compaction(upper.borrow());
-                    output_trace.set_physical_compaction(upper.borrow());
-                    lower = upper;
                 }
             });
         (stream, reader)
@@ -507,85 +249,6 @@ fn least_positive<V: Data, R: Ord + From<i8>>(
 ) {
     if let Some((val, _)) = input.iter().find(|(_, r)| *r > R::from(0)) {
         output.push((V::into_owned(*val), 1));
-    }
-}
-
-/// The per-key buffers of the reduce operator between activations, typed for `'static`
-/// borrows (see [`crate::recycle`]): the history vectors and the scratch's vectors of borrowed
-/// items emptied, or let go when they hold room for a huge key's history.
-struct Spare<V: Data, V2, T, R, R2> {
-    scratch: KeyScratch<'static, V, V2, T, R, R2>,
-    input_history: Vec<(Ref<'static, V>, T, R)>,
-    new_updates: Vec<(Ref<'static, V>, T, R)>,
-    output_history: Vec<(V2, T, R2)>,
-}
-
-impl<V: Data, V2, T, R, R2> Default for Spare<V, V2, T, R, R2> {
-    fn default() -> Self {
-        Self {
-            scratch: KeyScratch::default(),
-            input_history: Vec::new(),
-            new_updates: Vec::new(),
-            output_history: Vec::new(),
-        }
-    }
-}
-
-/// A batched lookup of a run of keys in one trace, read key by key: the probes found come back
-/// in order, each with the trace's cursor at its key.
-struct HitStream<'c, 'a, 's, U: Update> {
-    cursor: &'c mut TraceCursor<'a, U>,
-    scratch: &'s mut LookupScratch,
-    /// The next probe found, if any is left.
-    next: Option<usize>,
-}
-
-impl<'c, 'a, 's, K, V, T, R> HitStream<'c, 'a, 's, (K, V, T, R)>
-where
-    K: Data,
-    V: Data,
-    T: Time,
-    R: Semigroup,
-{
-    fn start<'p, P>(
-        cursor: &'c mut TraceCursor<'a, (K, V, T, R)>,
-        probes: P,
-        scratch: &'s mut LookupScratch,
-    ) -> Self
-    where
-        P: Index<Ref = Ref<'p, K>> + columnar::Len + Copy,
-    {
-        cursor.start_lookup(probes, scratch);
-        let next = cursor.next_hit_key(scratch);
-        Self {
-            cursor,
-            scratch,
-            next,
-        }
-    }
-
-    /// Appends probe `probe`'s `(value, time, diff)` updates to `updates` (nothing if the trace
-    /// lacks the key), each value as `value` makes it (borrowed for input histories, owned for
-    /// the output's), batch by batch: values are not merged across batches here, where the
-    /// comparisons that would order them mispredict (replay groups them with one stable sort).
-    /// Probes must be asked in increasing order.
-    fn gather<W>(
-        &mut self,
-        probe: usize,
-        updates: &mut Vec<(W, T, R)>,
-        mut value: impl FnMut(Ref<'a, V>) -> W,
-    ) {
-        debug_assert!(
-            self.next.is_none_or(|next| next >= probe),
-            "probes asked out of order"
-        );
-        if self.next != Some(probe) {
-            return;
-        }
-        self.cursor.map_key_updates(|val, time, diff| {
-            updates.push((value(val), T::into_owned(time), R::into_owned(diff)))
-        });
-        self.next = self.cursor.next_hit_key(self.scratch);
     }
 }
 

@@ -24,7 +24,7 @@ use super::visit::{Hooks, Sums, Visit};
 use crate::recycle::recycle;
 use columnar::Ref;
 use ripple_updates::consolidate::consolidate_within_values;
-use ripple_updates::{Abelian, Data, Semigroup, Time};
+use ripple_updates::{Abelian, AntichainRef, Data, Semigroup, Time};
 
 /// Buffers reused across keys.
 pub(crate) struct ReplayScratch<'a, V: Data, V2, T, R, R2> {
@@ -74,15 +74,6 @@ fn suffix_meets<I, T: Time>(items: &[I], time: impl Fn(&I) -> &T, meets: &mut Ve
     for index in (1..meets.len()).rev() {
         let later = meets[index].clone();
         meets[index - 1].meet_assign(&later);
-    }
-}
-
-fn meet_into<T: Time>(meet: &mut Option<T>, time: Option<&T>) {
-    if let Some(time) = time {
-        match meet {
-            Some(meet) => meet.meet_assign(time),
-            None => *meet = Some(time.clone()),
-        }
     }
 }
 
@@ -259,10 +250,8 @@ pub(crate) fn replay_key<'a, V, V2, T, R, R2, L, E, D>(
     batch.sort_unstable_by(|a, b| a.1.cmp(&b.1));
     suffix_meets(batch, |u| &u.1, batch_meets);
     suffix_meets(times, |t| t, time_meets);
-    let mut first_meet = None;
-    meet_into(&mut first_meet, batch_meets.first());
-    meet_into(&mut first_meet, time_meets.first());
-    let Some(first_meet) = first_meet else {
+    let Some(first_meet) = T::meet_of(batch_meets.first().into_iter().chain(time_meets.first()))
+    else {
         return;
     };
     // Only times at or after the meet of the new times are examined, so histories can be
@@ -292,23 +281,18 @@ pub(crate) fn replay_key<'a, V, V2, T, R, R2, L, E, D>(
         let Some(now) = candidates.into_iter().flatten().min().cloned() else {
             break;
         };
-        while next_input < input.len() && input[next_input].1 == now {
-            insert_passed(passed_input, input[next_input].clone());
-            next_input += 1;
-        }
-        while next_output < advanced.len() && advanced[next_output].1 == now {
-            insert_passed(passed_output, advanced[next_output].clone());
-            next_output += 1;
-        }
+        pass_at(&now, input, &mut next_input, |u| {
+            insert_passed(passed_input, u.clone())
+        });
+        pass_at(&now, advanced, &mut next_output, |u| {
+            insert_passed(passed_output, u.clone())
+        });
         // New input updates seed the times at or after them for as long as they do not cancel
         // out (as passed updates advance, a change and its undoing meet and vanish).
-        let mut seed = false;
-        while next_batch < batch.len() && batch[next_batch].1 == now {
-            insert_passed(passed_input, batch[next_batch].clone());
-            insert_passed(passed_batch, batch[next_batch].clone());
-            next_batch += 1;
-            seed = true;
-        }
+        let seed = pass_at(&now, batch, &mut next_batch, |u| {
+            insert_passed(passed_input, u.clone());
+            insert_passed(passed_batch, u.clone());
+        });
         // Deferred times and synthesised joins seed for good: nothing records why they came.
         let mut kept = false;
         while synthetic.last() == Some(&now) {
@@ -325,31 +309,18 @@ pub(crate) fn replay_key<'a, V, V2, T, R, R2, L, E, D>(
             || seeds.iter().any(|t| t.less_equal(&now));
 
         if !upper.less_equal(&now) {
-            // Joins with `now` that lie ahead. Any time joins with the seeds reached; an
-            // interesting time also with the passed updates (it carries a seed into them).
-            joins.clear();
-            let ahead = |t: &T| (!t.less_equal(&now)).then(|| t.join(&now));
-            joins.extend(seeds.iter().filter_map(ahead));
-            joins.extend(passed_batch.iter().filter_map(|u| ahead(&u.1)));
-            if interesting {
-                joins.extend(passed_input.iter().filter_map(|u| ahead(&u.1)));
-                joins.extend(passed_output.iter().filter_map(|u| ahead(&u.1)));
-            }
-            joins.sort_unstable();
-            joins.dedup();
-            let before = synthetic.len();
-            for join in joins.drain(..) {
-                if upper.less_equal(&join) {
-                    (hooks.defer)(&join);
-                } else {
-                    synthetic.push(join);
-                }
-            }
-            if synthetic.len() > before {
-                synthetic.sort_unstable_by(|a, b| b.cmp(a));
-                synthetic.dedup();
-            }
-
+            // Any time joins with the seeds reached and the passed new updates; an interesting
+            // time also with the other passed updates (it carries a seed into them).
+            let (inputs, outputs) = if interesting {
+                (&passed_input[..], &passed_output[..])
+            } else {
+                (&[][..], &[][..])
+            };
+            let ahead = (seeds.iter())
+                .chain(passed_batch.iter().map(|u| &u.1))
+                .chain(inputs.iter().map(|u| &u.1))
+                .chain(outputs.iter().map(|u| &u.1));
+            join_ahead(&now, ahead, upper, joins, synthetic, &mut hooks.defer);
             if kept {
                 seeds.push(now.clone());
             }
@@ -366,28 +337,76 @@ pub(crate) fn replay_key<'a, V, V2, T, R, R2, L, E, D>(
         }
 
         // Everything still to come is at least this meet.
-        let mut next_meet = None;
-        meet_into(&mut next_meet, input_meets.get(next_input));
-        meet_into(&mut next_meet, batch_meets.get(next_batch));
-        meet_into(&mut next_meet, output_meets.get(next_output));
-        meet_into(&mut next_meet, time_meets.get(next_time));
-        for time in synthetic.iter() {
-            meet_into(&mut next_meet, Some(time));
-        }
-        if let Some(advanced) = &next_meet {
-            if meet.as_ref() != Some(advanced) {
-                advance_passed(passed_input, advanced);
-                advance_passed(passed_batch, advanced);
-                advance_passed(passed_output, advanced);
-                for time in seeds.iter_mut() {
-                    time.join_assign(advanced);
-                }
-                seeds.sort_unstable();
-                seeds.dedup();
-                meet = next_meet;
-            }
+        let rest = [
+            input_meets.get(next_input),
+            batch_meets.get(next_batch),
+            output_meets.get(next_output),
+            time_meets.get(next_time),
+        ];
+        let next_meet = T::meet_of(rest.into_iter().flatten().chain(synthetic.iter()));
+        if next_meet.is_some() && meet != next_meet {
+            meet = next_meet;
+            let advanced = meet.as_ref().expect("checked above");
+            advance_passed(passed_input, advanced);
+            advance_passed(passed_batch, advanced);
+            advance_passed(passed_output, advanced);
+            advance_seeds(seeds, advanced);
         }
     }
+}
+
+/// Hands the updates of `list` from `next` on whose time is `now` to `pass`, moving `next`
+/// past them; returns true if there were any.
+fn pass_at<W, T: Time, R>(
+    now: &T,
+    list: &[(W, T, R)],
+    next: &mut usize,
+    mut pass: impl FnMut(&(W, T, R)),
+) -> bool {
+    let first = *next;
+    while *next < list.len() && list[*next].1 == *now {
+        pass(&list[*next]);
+        *next += 1;
+    }
+    *next > first
+}
+
+/// The joins of `now` with the `times` that lie ahead of it (not at or before it): those at or
+/// beyond `upper` go to `defer`, the others join `synthetic` (kept sorted descending, distinct,
+/// so that the least is last). `joins` is scratch.
+fn join_ahead<'t, T: Time + 't>(
+    now: &T,
+    times: impl Iterator<Item = &'t T>,
+    upper: AntichainRef<'_, T>,
+    joins: &mut Vec<T>,
+    synthetic: &mut Vec<T>,
+    defer: &mut impl FnMut(&T),
+) {
+    joins.clear();
+    joins.extend(times.filter(|t| !t.less_equal(now)).map(|t| t.join(now)));
+    joins.sort_unstable();
+    joins.dedup();
+    let before = synthetic.len();
+    for join in joins.drain(..) {
+        if upper.less_equal(&join) {
+            defer(&join);
+        } else {
+            synthetic.push(join);
+        }
+    }
+    if synthetic.len() > before {
+        synthetic.sort_unstable_by(|a, b| b.cmp(a));
+        synthetic.dedup();
+    }
+}
+
+/// Advances the seeds reached to `meet`, keeping them sorted and distinct.
+fn advance_seeds<T: Time>(seeds: &mut Vec<T>, meet: &T) {
+    for time in seeds.iter_mut() {
+        time.join_assign(meet);
+    }
+    seeds.sort_unstable();
+    seeds.dedup();
 }
 
 #[cfg(test)]

@@ -1,5 +1,5 @@
 //! What one key's visit is made of, whichever sweep takes it ([`super::key`]'s total-order
-//! sweep, [`super::chain`], [`super::segments`], [`super::replay`]): the key's histories and
+//! sweep, [`super::chain_sweep`], [`super::segmented_sweep`], [`super::replay`]): the key's histories and
 //! the interval's upper bound ([`Visit`]), the accumulations at the time being examined and the
 //! corrections they call for ([`Sums`]), and where the results go ([`Hooks`]).
 

@@ -4,7 +4,7 @@
 //! times are `(t₁, i), (t₂, i), ...` with `t₁ < t₂ < ...`, a chain, while its history also
 //! holds times of later rounds, incomparable with the new ones. Those later times matter only
 //! beyond the interval's `upper`, so the times to examine now are still a chain and a single
-//! sweep settles them, as for totally ordered times. [`chain_key`] checks that shape and does
+//! sweep settles them, as for totally ordered times. [`chain_sweep`] checks that shape and does
 //! the sweep; any other shape goes to the general replay.
 //!
 //! Why the sweep is exact. Let `p₀` be the least new time: the new times `P` are a chain, so
@@ -125,7 +125,7 @@ pub(super) fn is_chain<T: Time>(sorted: &[T]) -> bool {
 /// deferred to this interval. The histories are left advanced by the least new time and
 /// consolidated (as the replay would make them). Otherwise as
 /// [`super::replay::replay_key`], whose corrections it matches.
-pub(crate) fn chain_key<'a, V, V2, T, R, R2, L, E, D>(
+pub(crate) fn chain_sweep<'a, V, V2, T, R, R2, L, E, D>(
     visit: &mut Visit<'_, 'a, V, V2, T, R, R2>,
     times: &[T],
     scratch: &mut ChainScratch<'a, V, V2, T, R, R2>,
@@ -236,7 +236,7 @@ mod tests {
     type Time = Product<u64, u32>;
     type Outcome = (bool, Vec<(u64, Time, i64)>, Vec<Time>);
 
-    /// Runs `chain_key` with the least positive value as the reduction.
+    /// Runs `chain_sweep` with the least positive value as the reduction.
     fn run(
         history: &[(&u64, Time, i64)],
         batch: &[(&u64, Time, i64)],
@@ -247,7 +247,7 @@ mod tests {
         times.sort_unstable();
         times.dedup();
         let (mut emitted, mut deferred) = (Vec::new(), Vec::new());
-        let accepted = chain_key(
+        let accepted = chain_sweep(
             &mut Visit {
                 history: &mut history.to_vec(),
                 batch: &mut batch.to_vec(),

@@ -3,7 +3,7 @@
 //!
 //! In an iteration over big steps a key's history holds the changes of the step's earlier
 //! rounds at thousands of outer times, all re-read at every round (in bfs on big steps, about a
-//! thousand updates per visit). [`super::chain`] sorts them all by time to sweep them, yet
+//! thousand updates per visit). [`super::chain_sweep`] sorts them all by time to sweep them, yet
 //! most lie where nothing new can change the output: the new times `t₀ < t₁ < ...` (a chain)
 //! cut the history into *segments*, the times strictly between `tₖ` and `tₖ₊₁` (after the last
 //! one for the last segment), and in most segments the sweep has nothing to correct (in bfs
@@ -20,7 +20,7 @@
 //! `t₀ ..= tₖ` is a due deferred time, then the accumulations at `h` are `I(h)` and `O(h)`,
 //! which agree: `h` needs no visit.
 //! Such a segment's updates only enter the sums, in any order. The others are sorted and swept
-//! as in [`super::chain`]. Updates are bucketed by segment, then placed in one counting pass.
+//! as in [`super::chain_sweep`]. Updates are bucketed by segment, then placed in one counting pass.
 //! The segment is found by stepping through the new times one by one, forward from the
 //! previous update's segment, or from the first when the times go back (a value's updates in
 //! a batch come in time order); only updates in the last segment, or outside their segment's
@@ -46,7 +46,7 @@
 //! place. Updates at or beyond `upper` are consolidated, so that only times whose updates do
 //! not cancel are deferred, as the full chain sweep defers them.
 
-use super::chain::{add_into, is_chain};
+use super::chain_sweep::{add_into, is_chain};
 use super::replay::join_and_add_neighbours;
 use super::visit::{Hooks, Sums, Visit};
 use crate::recycle::recycle;
@@ -313,14 +313,50 @@ impl<'a, V: Data, V2: Data, T: Time, R: Semigroup, R2: Semigroup + Abelian>
             add_into(&mut self.sums.output, val, &diff);
         }
     }
+
+    /// Evaluates at each time of a segment's input and output updates, in time order, each
+    /// update entering the sums at its time. Returns false if the times are not a chain (the
+    /// sweep does not apply).
+    fn walk_segment(
+        &mut self,
+        segment_in: &mut [(Ref<'a, V>, T, R)],
+        segment_out: &mut [(V2, T, R2)],
+        logic: &mut impl FnMut(&[(Ref<'a, V>, R)], &mut Vec<(V2, R2)>),
+    ) -> bool {
+        segment_in.sort_by(|a, b| a.1.cmp(&b.1));
+        segment_out.sort_by(|a, b| a.1.cmp(&b.1));
+        let (mut next_in, mut next_out) = (0, 0);
+        let mut previous: Option<&T> = None;
+        loop {
+            let time = match (segment_in.get(next_in), segment_out.get(next_out)) {
+                (Some(a), Some(b)) => std::cmp::min(&a.1, &b.1),
+                (Some(a), None) => &a.1,
+                (None, Some(b)) => &b.1,
+                (None, None) => return true,
+            };
+            if previous.is_some_and(|previous| !previous.less_equal(time)) {
+                return false;
+            }
+            previous = Some(time);
+            while let Some((val, _, diff)) = segment_in.get(next_in).filter(|u| u.1 == *time) {
+                add_into(&mut self.sums.input, *val, diff);
+                next_in += 1;
+            }
+            while let Some((val, _, diff)) = segment_out.get(next_out).filter(|u| u.1 == *time) {
+                add_into(&mut self.sums.output, val.clone(), diff);
+                next_out += 1;
+            }
+            self.evaluate(time, logic);
+        }
+    }
 }
 
-/// As [`super::chain::chain_key`], for histories that are not short (see [`segments_pay`]);
+/// As [`super::chain_sweep::chain_sweep`], for histories that are not short (see [`segments_pay`]);
 /// `due` are the key's deferred times due in this interval (among `times`, in any order). The
 /// histories are left joined with the least new time, the neighbours that joining makes equal
 /// added up (zero sums dropped), in their order otherwise: neither sorted nor fully
 /// consolidated.
-pub(crate) fn segmented_key<'a, V, V2, T, R, R2, L, E, D>(
+pub(crate) fn segmented_sweep<'a, V, V2, T, R, R2, L, E, D>(
     visit: &mut Visit<'_, 'a, V, V2, T, R, R2>,
     times: &[T],
     due: &[T],
@@ -406,32 +442,9 @@ where
             add_all(&mut sweep.sums.output, &outputs.updates[outside]);
             continue;
         }
-        let segment_in = &mut input.updates[inside];
-        let segment_out = &mut outputs.updates[outside];
-        segment_in.sort_by(|a, b| a.1.cmp(&b.1));
-        segment_out.sort_by(|a, b| a.1.cmp(&b.1));
-        let (mut next_in, mut next_out) = (0, 0);
-        let mut previous: Option<&T> = None;
-        loop {
-            let time = match (segment_in.get(next_in), segment_out.get(next_out)) {
-                (Some(a), Some(b)) => std::cmp::min(&a.1, &b.1),
-                (Some(a), None) => &a.1,
-                (None, Some(b)) => &b.1,
-                (None, None) => break,
-            };
-            if previous.is_some_and(|previous| !previous.less_equal(time)) {
-                return false;
-            }
-            previous = Some(time);
-            while let Some((val, _, diff)) = segment_in.get(next_in).filter(|u| u.1 == *time) {
-                add_into(&mut sweep.sums.input, *val, diff);
-                next_in += 1;
-            }
-            while let Some((val, _, diff)) = segment_out.get(next_out).filter(|u| u.1 == *time) {
-                add_into(&mut sweep.sums.output, val.clone(), diff);
-                next_out += 1;
-            }
-            sweep.evaluate(time, &mut hooks.logic);
+        let (segment_in, segment_out) = (&mut input.updates[inside], &mut outputs.updates[outside]);
+        if !sweep.walk_segment(segment_in, segment_out, &mut hooks.logic) {
+            return false;
         }
     }
     debug_assert_eq!(next_batch, batch.len());
@@ -450,7 +463,7 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::reduce::chain::{chain_key, ChainScratch};
+    use crate::reduce::chain_sweep::{chain_sweep, ChainScratch};
     use crate::reduce::replay::{replay_key, ReplayScratch};
     use proptest::prelude::*;
     use ripple_updates::consolidate::consolidate_triples;
@@ -584,10 +597,10 @@ mod tests {
         let sums = &mut Sums::default();
         let accepted = if segmented {
             let scratch = &mut SegmentScratch::<u64, u64, Time, i64, i64>::default();
-            segmented_key(&mut visit, &times, &due, scratch, sums, &mut hooks)
+            segmented_sweep(&mut visit, &times, &due, scratch, sums, &mut hooks)
         } else {
             let scratch = &mut ChainScratch::<u64, u64, Time, i64, i64>::default();
-            chain_key(&mut visit, &times, scratch, sums, &mut hooks)
+            chain_sweep(&mut visit, &times, scratch, sums, &mut hooks)
         };
         consolidate_triples(&mut emitted);
         deferred.sort_unstable();
@@ -682,7 +695,7 @@ mod tests {
         );
         let times = [p(2, 1), p(5, 1)];
         let scratch = &mut SegmentScratch::default();
-        assert!(!segmented_key(
+        assert!(!segmented_sweep(
             visit,
             &times,
             &[],

@@ -22,12 +22,12 @@ use ripple_updates::{Antichain, AntichainRef, Data, Semigroup, Time};
 const NESTED_LOOP_PRODUCT: usize = 32;
 
 /// The updates of one key on one side: values by index, `(value index, time, diff)` triples.
-pub(crate) struct KeyHistory<'a, V: Data, T, R> {
+pub(crate) struct KeyUpdates<'a, V: Data, T, R> {
     pub(crate) vals: Vec<Ref<'a, V>>,
     pub(crate) updates: Vec<(u32, T, R)>,
 }
 
-impl<V: Data, T, R> Default for KeyHistory<'_, V, T, R> {
+impl<V: Data, T, R> Default for KeyUpdates<'_, V, T, R> {
     fn default() -> Self {
         Self {
             vals: Vec::new(),
@@ -36,7 +36,7 @@ impl<V: Data, T, R> Default for KeyHistory<'_, V, T, R> {
     }
 }
 
-impl<'a, V: Data, T: Time, R: Semigroup> KeyHistory<'a, V, T, R> {
+impl<'a, V: Data, T: Time, R: Semigroup> KeyUpdates<'a, V, T, R> {
     pub(crate) fn clear(&mut self) {
         self.vals.clear();
         self.updates.clear();
@@ -78,9 +78,9 @@ impl<'a, V: Data, T: Time, R: Semigroup> KeyHistory<'a, V, T, R> {
 /// Calls `emit(v1, v2, t, r)` for every pair of updates, or for an equivalent set of pairs:
 /// `t` is `t1 ∨ t2` and `r` the sum of `multiply(r1, r2)` over the pairs of those two values
 /// joined at `t`, never zero; returns the number of pairs visited. `pairs` is scratch.
-pub(crate) fn join_histories<'a, 'b, V1, V2, T, R1, R2, R3>(
-    left: &mut KeyHistory<'a, V1, T, R1>,
-    right: &mut KeyHistory<'b, V2, T, R2>,
+pub(crate) fn key_product<'a, 'b, V1, V2, T, R1, R2, R3>(
+    left: &mut KeyUpdates<'a, V1, T, R1>,
+    right: &mut KeyUpdates<'b, V2, T, R2>,
     multiply: &impl Fn(&R1, &R2) -> R3,
     pairs: &mut Vec<(T, R3)>,
     emit: &mut impl FnMut(Ref<'a, V1>, Ref<'b, V2>, T, R3),
@@ -109,8 +109,8 @@ where
 /// step and on big steps of a big graph, and within noise elsewhere (measurements:
 /// docs/perf-notes.md, section "Join: history products").
 fn nested_loop<'a, 'b, V1, V2, T, R1, R2, R3>(
-    left: &KeyHistory<'a, V1, T, R1>,
-    right: &KeyHistory<'b, V2, T, R2>,
+    left: &KeyUpdates<'a, V1, T, R1>,
+    right: &KeyUpdates<'b, V2, T, R2>,
     multiply: &impl Fn(&R1, &R2) -> R3,
     pairs: &mut Vec<(T, R3)>,
     emit: &mut impl FnMut(Ref<'a, V1>, Ref<'b, V2>, T, R3),
@@ -146,8 +146,8 @@ fn nested_loop<'a, 'b, V1, V2, T, R1, R2, R3>(
 }
 
 fn walk_in_time_order<'a, 'b, V1, V2, T, R1, R2, R3>(
-    left: &mut KeyHistory<'a, V1, T, R1>,
-    right: &mut KeyHistory<'b, V2, T, R2>,
+    left: &mut KeyUpdates<'a, V1, T, R1>,
+    right: &mut KeyUpdates<'b, V2, T, R2>,
     multiply: &impl Fn(&R1, &R2) -> R3,
     emit: &mut impl FnMut(Ref<'a, V1>, Ref<'b, V2>, T, R3),
 ) -> usize
@@ -379,14 +379,14 @@ mod tests {
         output
     }
 
-    /// [`join_histories`]'s output, with the histories grouped by value as a cursor gives them.
+    /// [`key_product`]'s output, with the histories grouped by value as a cursor gives them.
     fn joined(vals: &[u64], left: &[(usize, P, i64)], right: &[(usize, P, i64)]) -> Output {
         let (mut left, mut right) = (left.to_vec(), right.to_vec());
         left.sort_by_key(|(v, _, _)| *v);
         right.sort_by_key(|(v, _, _)| *v);
         let (mut l, mut r) = (history(vals, &left), history(vals, &right));
         let mut output = Vec::new();
-        join_histories(
+        key_product(
             &mut l,
             &mut r,
             &|r1: &i64, r2: &i64| r1 * r2,
@@ -396,8 +396,8 @@ mod tests {
         output
     }
 
-    fn history<'a>(vals: &'a [u64], updates: &[(usize, P, i64)]) -> KeyHistory<'a, u64, P, i64> {
-        let mut history = KeyHistory::default();
+    fn history<'a>(vals: &'a [u64], updates: &[(usize, P, i64)]) -> KeyUpdates<'a, u64, P, i64> {
+        let mut history = KeyUpdates::default();
         history.vals.extend(vals.iter());
         history
             .updates
@@ -560,17 +560,17 @@ mod tests {
         let churn: Vec<(usize, u64, i64)> = (0..2000)
             .map(|i| (0, i as u64, if i % 2 == 0 { 1 } else { -1 }))
             .collect();
-        let mut left = KeyHistory::<u64, u64, i64>::default();
+        let mut left = KeyUpdates::<u64, u64, i64>::default();
         left.vals.extend(vals.iter());
         left.updates
             .extend(churn.iter().map(|(v, t, r)| (*v as u32, *t, *r)));
-        let mut right = KeyHistory::<u64, u64, i64>::default();
+        let mut right = KeyUpdates::<u64, u64, i64>::default();
         right.vals.extend(vals.iter());
         right
             .updates
             .extend(churn.iter().map(|(v, t, r)| (*v as u32, *t + 1, *r)));
         let mut outputs = 0;
-        let work = join_histories(
+        let work = key_product(
             &mut left,
             &mut right,
             &|r1: &i64, r2: &i64| r1 * r2,
