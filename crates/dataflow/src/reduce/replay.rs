@@ -247,20 +247,11 @@ pub(crate) fn replay_key<'a, V, V2, T, R, R2, L, E, D>(
         suffix_meets: [input_meets, batch_meets, output_meets, time_meets],
     } = scratch;
     let (history, batch, output, upper) = visit.parts();
-    batch.sort_unstable_by(|a, b| a.1.cmp(&b.1));
-    suffix_meets(batch, |u| &u.1, batch_meets);
-    suffix_meets(times, |t| t, time_meets);
-    let Some(first_meet) = T::meet_of(batch_meets.first().into_iter().chain(time_meets.first()))
-    else {
+    let meets = [&mut *input_meets, batch_meets, output_meets, time_meets];
+    if !prepare::<V, V2, T, R, R2>(history, batch, output, times, meets) {
         return;
-    };
-    // Only times at or after the meet of the new times are examined, so histories can be
-    // advanced by it.
-    advance_then_consolidate(history, &first_meet);
-    advance_then_consolidate(output, &first_meet);
+    }
     let (input, advanced) = (&*history, &*output);
-    suffix_meets(input, |u| &u.1, input_meets);
-    suffix_meets(advanced, |u| &u.1, output_meets);
     seeds.clear();
     // Sorted descending: the least synthetic time is last.
     synthetic.clear();
@@ -294,15 +285,10 @@ pub(crate) fn replay_key<'a, V, V2, T, R, R2, L, E, D>(
             insert_passed(passed_batch, u.clone());
         });
         // Deferred times and synthesised joins seed for good: nothing records why they came.
-        let mut kept = false;
-        while synthetic.last() == Some(&now) {
-            synthetic.pop();
-            kept = true;
-        }
-        while times.get(next_time) == Some(&now) {
-            next_time += 1;
-            kept = true;
-        }
+        let synthesised = std::iter::from_fn(|| synthetic.pop_if(|t| *t == now)).count() > 0;
+        let deferred = times[next_time..].iter().take_while(|t| **t == now).count();
+        next_time += deferred;
+        let kept = synthesised || deferred > 0;
         let interesting = seed
             || kept
             || passed_batch.iter().any(|u| u.1.less_equal(&now))
@@ -353,6 +339,31 @@ pub(crate) fn replay_key<'a, V, V2, T, R, R2, L, E, D>(
             advance_seeds(seeds, advanced);
         }
     }
+}
+
+/// Readies a replay: sorts the new updates by time, advances the histories by the meet of the
+/// new times and consolidates them (only times at or after that meet are examined), and
+/// computes the suffix meets of input, new updates, output and deferred times, in that order.
+/// Returns false when there is no new time, and so nothing to replay.
+fn prepare<V: Data, V2: Data, T: Time, R: Semigroup, R2: Semigroup>(
+    history: &mut Vec<(Ref<'_, V>, T, R)>,
+    batch: &mut [(Ref<'_, V>, T, R)],
+    output: &mut Vec<(V2, T, R2)>,
+    times: &[T],
+    [input_meets, batch_meets, output_meets, time_meets]: [&mut Vec<T>; 4],
+) -> bool {
+    batch.sort_unstable_by(|a, b| a.1.cmp(&b.1));
+    suffix_meets(batch, |u| &u.1, batch_meets);
+    suffix_meets(times, |t| t, time_meets);
+    let first = batch_meets.first().into_iter().chain(time_meets.first());
+    let Some(first_meet) = T::meet_of(first) else {
+        return false;
+    };
+    advance_then_consolidate(history, &first_meet);
+    advance_then_consolidate(output, &first_meet);
+    suffix_meets(history, |u| &u.1, input_meets);
+    suffix_meets(output, |u| &u.1, output_meets);
+    true
 }
 
 /// Hands the updates of `list` from `next` on whose time is `now` to `pass`, moving `next`
