@@ -9,9 +9,9 @@
 
 use crate::columns::{payload_bytes, FENCED_KEYS_MIN, KEY_FENCE};
 use crate::description::Description;
-use crate::history::Histories;
-use crate::offsets::OffsetList;
-use columnar::{Borrow, Columnar, ContainerOf, Index, Len};
+use crate::history::{Histories, HistoriesView};
+use crate::offsets::{OffsetList, OffsetsView};
+use columnar::{Borrow, BorrowedOf, Columnar, ContainerOf, Index, Len};
 use ripple_updates::{Lattice, Semigroup, Update};
 use std::cmp::Ordering;
 use std::rc::Rc;
@@ -30,6 +30,39 @@ pub struct BatchData<U: Update> {
     pub(crate) val_ends: OffsetList,
     pub(crate) histories: Histories<U::Time, U::Diff>,
     pub(crate) description: Description<U::Time>,
+}
+
+/// The columns of a batch, borrowed: what a [`BatchCursor`](crate::BatchCursor) reads.
+pub struct BatchView<'a, U: Update> {
+    pub(crate) keys: BorrowedOf<'a, U::Key>,
+    pub(crate) key_fences: BorrowedOf<'a, U::Key>,
+    pub(crate) key_ends: OffsetsView<'a>,
+    pub(crate) vals: BorrowedOf<'a, U::Val>,
+    pub(crate) val_ends: OffsetsView<'a>,
+    pub(crate) histories: HistoriesView<'a, U::Time, U::Diff>,
+}
+
+impl<U: Update> Clone for BatchView<'_, U> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<U: Update> Copy for BatchView<'_, U> {}
+
+impl<U: Update> BatchData<U> {
+    /// The columns, borrowed.
+    #[inline]
+    pub(crate) fn view(&self) -> BatchView<'_, U> {
+        BatchView {
+            keys: self.keys.borrow(),
+            key_fences: self.key_fences.borrow(),
+            key_ends: self.key_ends.view(),
+            vals: self.vals.borrow(),
+            val_ends: self.val_ends.view(),
+            histories: self.histories.view(),
+        }
+    }
 }
 
 /// A shared, immutable batch of updates.

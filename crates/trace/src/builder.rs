@@ -6,7 +6,7 @@
 use crate::batch::{Batch, BatchData};
 use crate::columns::{exact_copy, fences_of, payload_bytes};
 use crate::description::Description;
-use crate::history::{Histories, HistoriesBuilder};
+use crate::history::{HistoriesBuilder, HistoriesView};
 use crate::offsets::OffsetList;
 use columnar::{Borrow, Clear, Columnar, Container, ContainerOf, Index, Len, Push, Ref};
 use ripple_updates::{Update, UpdatesView};
@@ -171,7 +171,7 @@ impl<U: Update> Builder<U> {
     #[inline]
     pub(crate) fn extend_val(
         &mut self,
-        histories: &Histories<U::Time, U::Diff>,
+        histories: &HistoriesView<'_, U::Time, U::Diff>,
         range: std::ops::Range<usize>,
     ) {
         self.histories.extend_from(histories, range);

@@ -5,7 +5,7 @@
 //! histories) and the readers of a batch (cursors, lookups) can use them without importing
 //! the batch.
 
-use columnar::{AsBytes, Borrow, Columnar, Container, ContainerOf, Index, Len, Push};
+use columnar::{AsBytes, Borrow, BorrowedOf, Columnar, Container, ContainerOf, Index, Len, Push};
 
 /// Keys between fences: a search that has found its block among the fences ends with a short
 /// gallop inside a few cache lines of keys.
@@ -27,16 +27,16 @@ pub(crate) fn fences_of<K: Columnar>(keys: &ContainerOf<K>) -> ContainerOf<K> {
     fences
 }
 
-/// Asks the processor to start loading the cache lines that hold item `index` of `container`
-/// (of `len` items), so that a read of it a little later does not wait for memory. Each of the
-/// container's slices is touched at `index` times its average width per item: exact for
-/// fixed-width columns, a guess for variable-width bytes; a hint either way.
+/// Asks the processor to start loading the cache lines that hold item `index` of the borrowed
+/// column `column` (of `len` items), so that a read of it a little later does not wait for
+/// memory. Each of the column's slices is touched at `index` times its average width per item:
+/// exact for fixed-width columns, a guess for variable-width bytes; a hint either way.
 #[inline]
-pub(crate) fn prefetch_item<C: Columnar>(container: &ContainerOf<C>, index: usize, len: usize) {
+pub(crate) fn prefetch_item<'a, C: Columnar>(column: BorrowedOf<'a, C>, index: usize, len: usize) {
     if index >= len {
         return;
     }
-    for (_align, bytes) in container.borrow().as_bytes() {
+    for (_align, bytes) in column.as_bytes() {
         let width = bytes.len() / len;
         if let Some(item) = bytes.get(width * index..) {
             prefetch(item.as_ptr());
@@ -81,7 +81,7 @@ pub(crate) fn exact_copy<C: Columnar>(container: &ContainerOf<C>) -> ContainerOf
 #[cfg(test)]
 mod prefetch_tests {
     use super::prefetch_item;
-    use columnar::{Columnar, ContainerOf, Push};
+    use columnar::{Borrow, Columnar, ContainerOf, Push};
 
     fn column<C: Columnar>(items: &[C]) -> ContainerOf<C> {
         let mut column = ContainerOf::<C>::default();
@@ -100,9 +100,9 @@ mod prefetch_tests {
         let (number_column, string_column) = (column(&numbers), column(&strings));
         let empty = column::<u64>(&[]);
         for index in [0, 1, 299, 300, 999, 1000, 5000] {
-            prefetch_item::<(u64, u32)>(&number_column, index, numbers.len());
-            prefetch_item::<String>(&string_column, index, strings.len());
-            prefetch_item::<u64>(&empty, index, 0);
+            prefetch_item::<(u64, u32)>(number_column.borrow(), index, numbers.len());
+            prefetch_item::<String>(string_column.borrow(), index, strings.len());
+            prefetch_item::<u64>(empty.borrow(), index, 0);
         }
         assert_eq!(number_column, column(&numbers));
         assert_eq!(string_column, column(&strings));

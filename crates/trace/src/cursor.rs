@@ -4,10 +4,10 @@
 //! every item it returns is a `Ref` pointing into the batch. It borrows the batch, so it cannot
 //! outlive it; readers that must outlive a trace's changes hold [`crate::Batch`] handles.
 
-use crate::batch::{Batch, BatchData};
+use crate::batch::{Batch, BatchView};
 use crate::columns::{prefetch_item, KEY_FENCE};
-use crate::history::Histories;
-use columnar::{Borrow, BorrowedOf, Columnar, Index, Len, Ref};
+use crate::history::HistoriesView;
+use columnar::{Columnar, Index, Len, Ref};
 use ripple_updates::search::gallop;
 use ripple_updates::update::Row;
 use ripple_updates::Update;
@@ -15,10 +15,7 @@ use std::cmp::Ordering;
 
 /// A position in one batch.
 pub struct BatchCursor<'a, U: Update> {
-    data: &'a BatchData<U>,
-    keys: BorrowedOf<'a, U::Key>,
-    key_fences: BorrowedOf<'a, U::Key>,
-    vals: BorrowedOf<'a, U::Val>,
+    view: BatchView<'a, U>,
     key: usize,
     val: usize,
     /// One past the current key's last value.
@@ -28,7 +25,7 @@ pub struct BatchCursor<'a, U: Update> {
 impl<U: Update> Batch<U> {
     /// A cursor over this batch's updates, borrowing the batch.
     pub fn cursor(&self) -> BatchCursor<'_, U> {
-        BatchCursor::new(self.data())
+        BatchCursor::new(self.data().view())
     }
 
     /// All updates as owned rows, in order (tests and tools; not a hot path).
@@ -60,12 +57,9 @@ impl<U: Update> Clone for BatchCursor<'_, U> {
 }
 
 impl<'a, U: Update> BatchCursor<'a, U> {
-    pub(crate) fn new(data: &'a BatchData<U>) -> Self {
+    pub(crate) fn new(view: BatchView<'a, U>) -> Self {
         let mut cursor = Self {
-            data,
-            keys: data.keys.borrow(),
-            key_fences: data.key_fences.borrow(),
-            vals: data.vals.borrow(),
+            view,
             key: 0,
             val: 0,
             val_end: 0,
@@ -77,9 +71,9 @@ impl<'a, U: Update> BatchCursor<'a, U> {
     /// Positions the value range at the current key's.
     #[inline(always)]
     fn enter_key(&mut self) {
-        if self.key < self.keys.len() {
-            self.val = self.data.key_ends.start(self.key);
-            self.val_end = self.data.key_ends.end(self.key);
+        if self.key < self.view.keys.len() {
+            self.val = self.view.key_ends.start(self.key);
+            self.val_end = self.view.key_ends.end(self.key);
         } else {
             self.val = 0;
             self.val_end = 0;
@@ -89,7 +83,7 @@ impl<'a, U: Update> BatchCursor<'a, U> {
     /// True while the cursor points at a key.
     #[inline(always)]
     pub fn key_valid(&self) -> bool {
-        self.key < self.keys.len()
+        self.key < self.view.keys.len()
     }
 
     /// True while the cursor points at a value of the current key.
@@ -101,13 +95,13 @@ impl<'a, U: Update> BatchCursor<'a, U> {
     /// The current key. Only meaningful while `key_valid()`.
     #[inline(always)]
     pub fn key(&self) -> Ref<'a, U::Key> {
-        self.keys.get(self.key)
+        self.view.keys.get(self.key)
     }
 
     /// The current value. Only meaningful while `val_valid()`.
     #[inline(always)]
     pub fn val(&self) -> Ref<'a, U::Val> {
-        self.vals.get(self.val)
+        self.view.vals.get(self.val)
     }
 
     /// The current key, if any.
@@ -131,7 +125,7 @@ impl<'a, U: Update> BatchCursor<'a, U> {
     /// Moves to key index `key` (at most the number of keys) and its first value.
     #[inline(always)]
     pub fn set_key_index(&mut self, key: usize) {
-        debug_assert!(key <= self.keys.len());
+        debug_assert!(key <= self.view.keys.len());
         self.key = key;
         self.enter_key();
     }
@@ -146,12 +140,14 @@ impl<'a, U: Update> BatchCursor<'a, U> {
     /// The histories of the cursor's batch and the range of the current value's updates in
     /// them (empty past the key's last value).
     #[inline]
-    pub(crate) fn val_updates(&self) -> (&'a Histories<U::Time, U::Diff>, std::ops::Range<usize>) {
+    pub(crate) fn val_updates(
+        &self,
+    ) -> (&HistoriesView<'a, U::Time, U::Diff>, std::ops::Range<usize>) {
         if !self.val_valid() {
-            return (&self.data.histories, 0..0);
+            return (&self.view.histories, 0..0);
         }
-        let range = self.data.val_ends.start(self.val)..self.data.val_ends.end(self.val);
-        (&self.data.histories, range)
+        let range = self.view.val_ends.start(self.val)..self.view.val_ends.end(self.val);
+        (&self.view.histories, range)
     }
 
     /// Advances to the next key.
@@ -177,7 +173,7 @@ impl<'a, U: Update> BatchCursor<'a, U> {
     /// cache lines of keys instead of a miss at every step of a gallop over the whole column.
     #[inline]
     pub fn search_key(&self, from: usize, target: Ref<'_, U::Key>) -> usize {
-        let (keys, fences) = (self.keys, self.key_fences);
+        let (keys, fences) = (self.view.keys, self.view.key_fences);
         let target = U::Key::reborrow(target);
         let before = |index: usize| U::Key::reborrow(keys.get(index)) < target;
         if fences.is_empty() {
@@ -205,7 +201,7 @@ impl<'a, U: Update> BatchCursor<'a, U> {
     /// Advances to the first value `>= val` of the current key.
     #[inline]
     pub fn seek_val(&mut self, val: Ref<'_, U::Val>) {
-        let vals = self.vals;
+        let vals = self.view.vals;
         let target = U::Val::reborrow(val);
         self.val = gallop(self.val, self.val_end, |index| {
             U::Val::reborrow(vals.get(index)).cmp(&target) == Ordering::Less
@@ -221,19 +217,19 @@ impl<'a, U: Update> BatchCursor<'a, U> {
     /// Returns to the current key's first value.
     pub fn rewind_vals(&mut self) {
         if self.key_valid() {
-            self.val = self.data.key_ends.start(self.key);
+            self.val = self.view.key_ends.start(self.key);
         }
     }
 
     /// The number of key fences (0 for a batch too small to have them).
     pub(crate) fn fence_count(&self) -> usize {
-        self.key_fences.len()
+        self.view.key_fences.len()
     }
 
     /// Fence `index`: key `index * KEY_FENCE`.
     #[inline(always)]
     pub(crate) fn fence_at(&self, index: usize) -> Ref<'a, U::Key> {
-        self.key_fences.get(index)
+        self.view.key_fences.get(index)
     }
 
     /// Prefetches part of what reading key `key` will touch, for a read a little later (see
@@ -245,12 +241,12 @@ impl<'a, U: Update> BatchCursor<'a, U> {
     /// value's first update.
     #[inline]
     pub(crate) fn prefetch_key(&self, key: usize, stage: usize) {
-        let data = self.data;
+        let data = &self.view;
         match stage {
             0 => data.key_ends.prefetch_start(key),
             1 => {
                 let val = data.key_ends.start(key);
-                prefetch_item::<U::Val>(&data.vals, val, data.val_ends.len());
+                prefetch_item::<U::Val>(data.vals, val, data.val_ends.len());
                 data.val_ends.prefetch_start(val);
             }
             _ => {
@@ -264,13 +260,13 @@ impl<'a, U: Update> BatchCursor<'a, U> {
 
     /// The number of keys in the batch.
     pub fn key_count(&self) -> usize {
-        self.keys.len()
+        self.view.keys.len()
     }
 
     /// Key `index` of the batch.
     #[inline(always)]
     pub fn key_at(&self, index: usize) -> Ref<'a, U::Key> {
-        self.keys.get(index)
+        self.view.keys.get(index)
     }
 }
 

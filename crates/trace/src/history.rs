@@ -20,7 +20,7 @@
 //!
 //! Reads hand out the dictionary's `Ref` items, so they borrow like every other column.
 
-use columnar::{Borrow, Clear, Container, ContainerOf, Index, Len, Push, Ref};
+use columnar::{Borrow, BorrowedOf, Clear, Container, ContainerOf, Index, Len, Push, Ref};
 use ripple_updates::{Semigroup, Time};
 use rustc_hash::FxHashMap;
 
@@ -54,7 +54,32 @@ impl<T: Time, R: Semigroup> Default for Histories<T, R> {
     }
 }
 
-impl<T: Time, R: Semigroup> Histories<T, R> {
+/// Which pair each update uses, borrowed.
+#[derive(Clone, Copy, Debug)]
+enum PairIndexView<'a> {
+    Plain,
+    Single,
+    Narrow8(&'a [u8]),
+    Narrow16(&'a [u16]),
+}
+
+/// [`Histories`], borrowed: what cursors, merges and builders read, wherever the columns live.
+pub struct HistoriesView<'a, T: Time, R: Semigroup> {
+    times: BorrowedOf<'a, T>,
+    diffs: BorrowedOf<'a, R>,
+    index: PairIndexView<'a>,
+    len: usize,
+}
+
+impl<T: Time, R: Semigroup> Clone for HistoriesView<'_, T, R> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<T: Time, R: Semigroup> Copy for HistoriesView<'_, T, R> {}
+
+impl<'a, T: Time, R: Semigroup> HistoriesView<'a, T, R> {
     /// The number of updates.
     #[inline(always)]
     pub fn len(&self) -> usize {
@@ -70,61 +95,97 @@ impl<T: Time, R: Semigroup> Histories<T, R> {
     #[inline(always)]
     fn pair(&self, update: usize) -> usize {
         debug_assert!(update < self.len);
-        match &self.index {
-            PairIndex::Plain => update,
-            PairIndex::Single => 0,
-            PairIndex::Narrow8(index) => index[update] as usize,
-            PairIndex::Narrow16(index) => index[update] as usize,
+        match self.index {
+            PairIndexView::Plain => update,
+            PairIndexView::Single => 0,
+            PairIndexView::Narrow8(index) => index[update] as usize,
+            PairIndexView::Narrow16(index) => index[update] as usize,
         }
     }
 
     /// The time and diff of update `update`.
     #[inline(always)]
-    pub fn get(&self, update: usize) -> (Ref<'_, T>, Ref<'_, R>) {
+    pub fn get(&self, update: usize) -> (Ref<'a, T>, Ref<'a, R>) {
         let pair = self.pair(update);
-        (self.times.borrow().get(pair), self.diffs.borrow().get(pair))
+        (self.times.get(pair), self.diffs.get(pair))
     }
 
     /// Calls `logic` with the time and diff of each update in `range`, in order. Equivalent to
     /// [`Self::get`] for each, with the encoding decided once for the range rather than once
     /// per update (merges and reduce read every update of a value this way).
     #[inline(always)]
-    pub fn for_each_in<'s>(
-        &'s self,
+    pub fn for_each_in(
+        &self,
         range: std::ops::Range<usize>,
-        mut logic: impl FnMut(Ref<'s, T>, Ref<'s, R>),
+        mut logic: impl FnMut(Ref<'a, T>, Ref<'a, R>),
     ) {
         debug_assert!(range.end <= self.len);
-        let (times, diffs) = (self.times.borrow(), self.diffs.borrow());
-        match &self.index {
-            PairIndex::Plain => range.for_each(|u| logic(times.get(u), diffs.get(u))),
-            PairIndex::Single => {
+        let (times, diffs) = (self.times, self.diffs);
+        match self.index {
+            PairIndexView::Plain => range.for_each(|u| logic(times.get(u), diffs.get(u))),
+            PairIndexView::Single => {
                 let (time, diff) = (times.get(0), diffs.get(0));
                 range.for_each(|_| logic(time, diff));
             }
-            PairIndex::Narrow8(index) => index[range]
+            PairIndexView::Narrow8(index) => index[range]
                 .iter()
                 .for_each(|&p| logic(times.get(p as usize), diffs.get(p as usize))),
-            PairIndex::Narrow16(index) => index[range]
+            PairIndexView::Narrow16(index) => index[range]
                 .iter()
                 .for_each(|&p| logic(times.get(p as usize), diffs.get(p as usize))),
         }
     }
 
     /// Prefetches what reading update `update` will touch: its index entry, or its pair when
-    /// plain (see [`crate::columns::prefetch_item`]).
+    /// plain (see `crate::columns::prefetch_item`).
     #[inline]
     pub(crate) fn prefetch(&self, update: usize) {
         use crate::columns::prefetch_item;
-        match &self.index {
-            PairIndex::Plain => {
-                prefetch_item::<T>(&self.times, update, self.len);
-                prefetch_item::<R>(&self.diffs, update, self.len);
+        match self.index {
+            PairIndexView::Plain => {
+                prefetch_item::<T>(self.times, update, self.len);
+                prefetch_item::<R>(self.diffs, update, self.len);
             }
-            PairIndex::Single => {}
-            PairIndex::Narrow8(index) => prefetch_item::<u8>(index, update, self.len),
-            PairIndex::Narrow16(index) => prefetch_item::<u16>(index, update, self.len),
+            PairIndexView::Single => {}
+            PairIndexView::Narrow8(index) => prefetch_item::<u8>(index, update, self.len),
+            PairIndexView::Narrow16(index) => prefetch_item::<u16>(index, update, self.len),
         }
+    }
+}
+
+impl<T: Time, R: Semigroup> Histories<T, R> {
+    /// The histories, borrowed.
+    #[inline(always)]
+    pub fn view(&self) -> HistoriesView<'_, T, R> {
+        HistoriesView {
+            times: self.times.borrow(),
+            diffs: self.diffs.borrow(),
+            index: match &self.index {
+                PairIndex::Plain => PairIndexView::Plain,
+                PairIndex::Single => PairIndexView::Single,
+                PairIndex::Narrow8(index) => PairIndexView::Narrow8(index),
+                PairIndex::Narrow16(index) => PairIndexView::Narrow16(index),
+            },
+            len: self.len,
+        }
+    }
+
+    /// The number of updates.
+    #[inline(always)]
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// True when there are no updates.
+    #[inline(always)]
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The time and diff of update `update`.
+    #[inline(always)]
+    pub fn get(&self, update: usize) -> (Ref<'_, T>, Ref<'_, R>) {
+        self.view().get(update)
     }
 
     /// The number of distinct pairs stored (all updates when plain).
@@ -350,7 +411,7 @@ impl<T: Time, R: Semigroup> HistoriesBuilder<T, R> {
     /// most values whole, and copying them in bulk (with the check for one repeated pair moved
     /// from every push to the build) took up to a couple of percent off bfs's instructions; see
     /// docs/perf-notes.md, section "Histories: bulk copies".
-    pub fn extend_from(&mut self, source: &Histories<T, R>, range: std::ops::Range<usize>) {
+    pub fn extend_from(&mut self, source: &HistoriesView<'_, T, R>, range: std::ops::Range<usize>) {
         debug_assert!(range.end <= source.len());
         let count = range.len();
         let bulk = count >= BULK_MIN
@@ -364,25 +425,25 @@ impl<T: Time, R: Semigroup> HistoriesBuilder<T, R> {
             source.for_each_in(range, owning(|time, diff| self.push(time, diff)));
             return;
         }
-        let (times, diffs) = (source.times.borrow(), source.diffs.borrow());
-        match &source.index {
-            PairIndex::Plain => {
+        let (times, diffs) = (source.times, source.diffs);
+        match source.index {
+            PairIndexView::Plain => {
                 self.times.extend_from_self(times, range.clone());
                 self.diffs.extend_from_self(diffs, range);
             }
-            PairIndex::Single => {
+            PairIndexView::Single => {
                 for _ in range {
                     self.times.extend_from_self(times, 0..1);
                     self.diffs.extend_from_self(diffs, 0..1);
                 }
             }
-            PairIndex::Narrow8(index) => {
+            PairIndexView::Narrow8(index) => {
                 for &pair in &index[range] {
                     self.times.push(times.get(pair as usize));
                     self.diffs.push(diffs.get(pair as usize));
                 }
             }
-            PairIndex::Narrow16(index) => {
+            PairIndexView::Narrow16(index) => {
                 for &pair in &index[range] {
                     self.times.push(times.get(pair as usize));
                     self.diffs.push(diffs.get(pair as usize));
@@ -603,7 +664,9 @@ mod tests {
             len / 4..len / 4 + len.min(7) / 2,
         ] {
             let mut read = Vec::new();
-            histories.for_each_in(range.clone(), |t, r| read.push((*t, *r)));
+            histories
+                .view()
+                .for_each_in(range.clone(), |t, r| read.push((*t, *r)));
             assert_eq!(read, pairs[range]);
         }
         histories
@@ -700,7 +763,7 @@ mod tests {
                 for (source, start, count) in copies {
                     let (histories, pairs) = &built[source % built.len()];
                     let start = start.min(pairs.len());
-                    builder.extend_from(histories, start..(start + count).min(pairs.len()));
+                    builder.extend_from(&histories.view(), start..(start + count).min(pairs.len()));
                 }
                 // Pushed one by one under the same expectation, which picks the encoding.
                 let mut pushing = HistoriesBuilder::default();

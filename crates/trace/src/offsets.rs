@@ -20,7 +20,16 @@ pub struct OffsetList {
     wide: Vec<u64>,
 }
 
-impl OffsetList {
+/// An [`OffsetList`], borrowed: what cursors read, wherever the list's vectors live.
+#[derive(Clone, Copy, Debug)]
+pub struct OffsetsView<'a> {
+    len: usize,
+    uniform: Option<u64>,
+    narrow: &'a [u32],
+    wide: &'a [u64],
+}
+
+impl OffsetsView<'_> {
     /// The number of ranges.
     #[inline(always)]
     pub fn len(&self) -> usize {
@@ -57,21 +66,6 @@ impl OffsetList {
         }
     }
 
-    /// Prefetches what [`Self::start`] of range `index` will read (nothing when uniform).
-    #[inline]
-    pub(crate) fn prefetch_start(&self, index: usize) {
-        if self.uniform.is_some() || index == 0 || index > self.len {
-            return;
-        }
-        let entry = index - 1;
-        if entry < self.narrow.len() {
-            crate::columns::prefetch_item::<u32>(&self.narrow, entry, self.narrow.len());
-        } else {
-            let entry = entry - self.narrow.len();
-            crate::columns::prefetch_item::<u64>(&self.wide, entry, self.wide.len());
-        }
-    }
-
     /// The last end, or 0.
     #[inline(always)]
     pub fn last_end(&self) -> usize {
@@ -80,6 +74,64 @@ impl OffsetList {
         } else {
             self.end(self.len - 1)
         }
+    }
+
+    /// Prefetches what [`Self::start`] of range `index` will read (nothing when uniform).
+    #[inline]
+    pub(crate) fn prefetch_start(&self, index: usize) {
+        if self.uniform.is_some() || index == 0 || index > self.len {
+            return;
+        }
+        let entry = index - 1;
+        if entry < self.narrow.len() {
+            crate::columns::prefetch_item::<u32>(self.narrow, entry, self.narrow.len());
+        } else {
+            let entry = entry - self.narrow.len();
+            crate::columns::prefetch_item::<u64>(self.wide, entry, self.wide.len());
+        }
+    }
+}
+
+impl OffsetList {
+    /// The list, borrowed.
+    #[inline(always)]
+    pub fn view(&self) -> OffsetsView<'_> {
+        OffsetsView {
+            len: self.len,
+            uniform: self.uniform,
+            narrow: &self.narrow,
+            wide: &self.wide,
+        }
+    }
+
+    /// The number of ranges.
+    #[inline(always)]
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// True when there are no ranges.
+    #[inline(always)]
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The end of range `index` (exclusive).
+    #[inline(always)]
+    pub fn end(&self, index: usize) -> usize {
+        self.view().end(index)
+    }
+
+    /// The start of range `index`.
+    #[inline(always)]
+    pub fn start(&self, index: usize) -> usize {
+        self.view().start(index)
+    }
+
+    /// The last end, or 0.
+    #[inline(always)]
+    pub fn last_end(&self) -> usize {
+        self.view().last_end()
     }
 
     /// Appends a range ending at `end`, which must be `>=` the last end.
