@@ -108,6 +108,11 @@ impl<U: Update> Batch<U> {
         &self.data
     }
 
+    /// The columns, borrowed: what cursors read (see [`BatchView`]).
+    pub fn view(&self) -> BatchView<'_, U> {
+        self.data.view()
+    }
+
     /// The interval of times and the compaction frontier.
     pub fn description(&self) -> &Description<U::Time> {
         &self.data.description

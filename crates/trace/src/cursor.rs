@@ -50,6 +50,23 @@ impl<U: Update> Batch<U> {
     }
 }
 
+impl<'a, U: Update> BatchView<'a, U> {
+    /// A cursor over the columns, borrowing them.
+    pub fn cursor(self) -> BatchCursor<'a, U> {
+        BatchCursor::new(self)
+    }
+
+    /// The number of updates.
+    pub fn len(&self) -> usize {
+        self.histories.len()
+    }
+
+    /// True when there are no updates.
+    pub fn is_empty(&self) -> bool {
+        self.histories.is_empty()
+    }
+}
+
 impl<U: Update> Clone for BatchCursor<'_, U> {
     fn clone(&self) -> Self {
         Self { ..*self }

@@ -79,6 +79,89 @@ impl<T: Time, R: Semigroup> Clone for HistoriesView<'_, T, R> {
 
 impl<T: Time, R: Semigroup> Copy for HistoriesView<'_, T, R> {}
 
+/// A [`HistoriesView`] as columns, for a block's bytes: `[len, encoding]`, the pairs' times
+/// and diffs, and the `u8` and `u16` pair indices (one of them empty, or both).
+pub(crate) type HistoriesParts<'a, T, R> = (
+    [u64; 2],
+    BorrowedOf<'a, T>,
+    BorrowedOf<'a, R>,
+    &'a [u8],
+    &'a [u16],
+);
+
+impl<'a, T: Time, R: Semigroup> HistoriesView<'a, T, R> {
+    /// The view as columns (see [`HistoriesParts`]).
+    pub(crate) fn parts(&self) -> HistoriesParts<'a, T, R> {
+        let (encoding, narrow8, narrow16): (u64, &[u8], &[u16]) = match self.index {
+            PairIndexView::Plain => (0, &[], &[]),
+            PairIndexView::Single => (1, &[], &[]),
+            PairIndexView::Narrow8(index) => (2, index, &[]),
+            PairIndexView::Narrow16(index) => (3, &[], index),
+        };
+        let meta = [self.len as u64, encoding];
+        (meta, self.times, self.diffs, narrow8, narrow16)
+    }
+
+    /// The view [`Self::parts`] made, checked so that no read of it can go out of bounds: the
+    /// pairs match the encoding, and every index names a stored pair.
+    pub(crate) fn from_parts(
+        meta: &[u64],
+        times: BorrowedOf<'a, T>,
+        diffs: BorrowedOf<'a, R>,
+        narrow8: &'a [u8],
+        narrow16: &'a [u16],
+    ) -> Result<Self, String> {
+        let [len, encoding] = meta else {
+            return Err(format!(
+                "histories: {} header words, expected 2",
+                meta.len()
+            ));
+        };
+        let len = usize::try_from(*len).map_err(|_| format!("histories: length {len}"))?;
+        let pairs = times.len();
+        if diffs.len() != pairs {
+            return Err(format!(
+                "histories: {pairs} times but {} diffs",
+                diffs.len()
+            ));
+        }
+        let indexed = |count: usize, within: bool| count == len && within;
+        let index = match encoding {
+            0 if pairs == len && narrow8.is_empty() && narrow16.is_empty() => PairIndexView::Plain,
+            1 if pairs == usize::from(len > 0) && narrow8.is_empty() && narrow16.is_empty() => {
+                PairIndexView::Single
+            }
+            2 if narrow16.is_empty()
+                && indexed(
+                    narrow8.len(),
+                    narrow8.iter().all(|&p| usize::from(p) < pairs),
+                ) =>
+            {
+                PairIndexView::Narrow8(narrow8)
+            }
+            3 if narrow8.is_empty()
+                && indexed(
+                    narrow16.len(),
+                    narrow16.iter().all(|&p| usize::from(p) < pairs),
+                ) =>
+            {
+                PairIndexView::Narrow16(narrow16)
+            }
+            _ => {
+                return Err(format!(
+                    "histories: encoding {encoding} of {len} updates does not match {pairs} pairs"
+                ))
+            }
+        };
+        Ok(Self {
+            times,
+            diffs,
+            index,
+            len,
+        })
+    }
+}
+
 impl<'a, T: Time, R: Semigroup> HistoriesView<'a, T, R> {
     /// The number of updates.
     #[inline(always)]

@@ -3,7 +3,8 @@
 //! - [`batch`]: a [`Batch`] is an immutable columnar trie `key -> val -> (time, diff)` for an
 //!   interval of times ([`Description`]), shared by reference count. [`offsets`] and
 //!   [`history`] are its compact encodings; `columns` holds helpers the levels share, and
-//!   `map_times` rewrites a batch's times.
+//!   `map_times` rewrites a batch's times. [`block`] lays a batch's columns out as words and
+//!   reads them back in place, as [`BatchView`]s.
 //! - [`builder`]: sorted, consolidated updates (a sealed chain) to a batch, without sorting.
 //! - [`cursor`]: [`BatchCursor`] navigates one batch with borrowed items; [`trace_cursor`]
 //!   merges several on the fly.
@@ -43,6 +44,7 @@
 //! ```
 
 pub mod batch;
+pub mod block;
 pub mod builder;
 mod columns;
 pub mod cursor;
@@ -57,7 +59,7 @@ pub mod snapshot;
 pub mod spine;
 pub mod trace_cursor;
 
-pub use batch::Batch;
+pub use batch::{Batch, BatchView};
 pub use builder::Builder;
 pub use cursor::BatchCursor;
 pub use description::Description;

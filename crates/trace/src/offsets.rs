@@ -29,6 +29,69 @@ pub struct OffsetsView<'a> {
     wide: &'a [u64],
 }
 
+impl<'a> OffsetsView<'a> {
+    /// The view as three columns, for a block's bytes: `[len, 1 if uniform, stride]`, then the
+    /// narrow and the wide ends.
+    pub(crate) fn parts(&self) -> ([u64; 3], &'a [u32], &'a [u64]) {
+        let meta = [
+            self.len as u64,
+            self.uniform.is_some() as u64,
+            self.uniform.unwrap_or(0),
+        ];
+        (meta, self.narrow, self.wide)
+    }
+
+    /// The view [`Self::parts`] made, checked: a described length that the stored ends do
+    /// not match, or ends that decrease, is an error rather than a later panic. `count` is the
+    /// length the next level's column has, which the last end must equal.
+    pub(crate) fn from_parts(
+        meta: &[u64],
+        narrow: &'a [u32],
+        wide: &'a [u64],
+        count: usize,
+    ) -> Result<Self, String> {
+        let [len, uniform, stride] = meta else {
+            return Err(format!("offsets: {} header words, expected 3", meta.len()));
+        };
+        let len = usize::try_from(*len).map_err(|_| format!("offsets: length {len}"))?;
+        let view = match uniform {
+            0 if narrow.len() + wide.len() == len => Self {
+                len,
+                uniform: None,
+                narrow,
+                wide,
+            },
+            1 if narrow.is_empty() && wide.is_empty() => Self {
+                len,
+                uniform: Some(*stride),
+                narrow,
+                wide,
+            },
+            _ => {
+                return Err(format!(
+                    "offsets: {len} ranges do not match the stored ends"
+                ))
+            }
+        };
+        let ends_increase = narrow.windows(2).all(|w| w[0] <= w[1])
+            && wide.windows(2).all(|w| w[0] <= w[1])
+            && match (narrow.last(), wide.first()) {
+                (Some(&narrow), Some(&wide)) => u64::from(narrow) <= wide,
+                _ => true,
+            };
+        let last = match view.uniform {
+            Some(stride) => stride.checked_mul(len as u64),
+            None => Some(view.last_end() as u64),
+        };
+        if !ends_increase || last != Some(count as u64) {
+            return Err(format!(
+                "offsets: ends decrease or end at {last:?}, not at the {count} items they index"
+            ));
+        }
+        Ok(view)
+    }
+}
+
 impl OffsetsView<'_> {
     /// The number of ranges.
     #[inline(always)]
