@@ -3,9 +3,8 @@
 //!
 //! Most are written once for both engines by the `program!` macro (the two collection types
 //! offer the same operator names). The graph computations take differential's version from
-//! [`crate::graph`], where the `ripple` command's oracle lives, so that each is written once.
-
-use crate::graph;
+//! [`crate::graph`], where the `ripple` command's oracle lives, so that each is written once;
+//! the macro's `dd:` form says so.
 
 /// An edge of the tests' graphs.
 pub type Edge = (u64, u64);
@@ -27,6 +26,25 @@ macro_rules! program {
                 $roots: differential_dataflow::VecCollection<'s, u64, u64, i64>,
             ) -> differential_dataflow::VecCollection<'s, u64, (u64, u64), i64> {
                 $body
+            }
+        }
+    };
+    // A program whose differential version is written apart (in `crate::graph`).
+    ($name:ident, |$edges:ident, $roots:ident| $body:block, dd: $dd:block) => {
+        pub mod $name {
+            #[allow(unused_imports)]
+            use crate::graph;
+            pub fn ripple<'s>(
+                $edges: ripple_dataflow::Collection<'s, u64, (u64, u64)>,
+                $roots: ripple_dataflow::Collection<'s, u64, u64>,
+            ) -> ripple_dataflow::Collection<'s, u64, (u64, u64)> {
+                $body
+            }
+            pub fn dd<'s>(
+                $edges: graph::Top<'s, (u64, u64)>,
+                $roots: graph::Top<'s, u64>,
+            ) -> graph::Top<'s, (u64, u64)> {
+                $dd
             }
         }
     };
@@ -101,14 +119,10 @@ program!(reductions, |edges, roots| {
         .concat(max)
 });
 
-/// Depth of every node reachable from the roots (`(node, depth)`).
-pub mod bfs {
-    use super::Edge;
-
-    pub fn ripple<'s>(
-        edges: ripple_dataflow::Collection<'s, u64, Edge>,
-        roots: ripple_dataflow::Collection<'s, u64, u64>,
-    ) -> ripple_dataflow::Collection<'s, u64, Edge> {
+// Depth of every node reachable from the roots: `(node, depth)`.
+program!(
+    bfs,
+    |edges, roots| {
         let nodes = roots.map(|x| (x, 0u64));
         nodes.clone().iterate(|scope, inner| {
             let edges = edges.enter(scope);
@@ -118,24 +132,14 @@ pub mod bfs {
                 .concat(nodes)
                 .reduce(|_, s, t| t.push((*s[0].0, 1i64)))
         })
-    }
+    },
+    dd: { graph::bfs(edges, roots).map(|(node, depth)| (node, u64::from(depth))) }
+);
 
-    pub fn dd<'s>(
-        edges: crate::graph::Top<'s, Edge>,
-        roots: crate::graph::Top<'s, u64>,
-    ) -> crate::graph::Top<'s, Edge> {
-        super::graph::bfs(edges, roots).map(|(node, depth)| (node, u64::from(depth)))
-    }
-}
-
-/// The nodes reachable from the roots, as `(node, 0)`.
-pub mod reach {
-    use super::Edge;
-
-    pub fn ripple<'s>(
-        edges: ripple_dataflow::Collection<'s, u64, Edge>,
-        roots: ripple_dataflow::Collection<'s, u64, u64>,
-    ) -> ripple_dataflow::Collection<'s, u64, Edge> {
+// The nodes reachable from the roots, as `(node, 0)`.
+program!(
+    reach,
+    |edges, roots| {
         roots
             .iterate(|scope, reached| {
                 let edges = edges.enter(scope);
@@ -147,24 +151,14 @@ pub mod reach {
                     .distinct_core::<i64>()
             })
             .map(|x| (x, 0))
-    }
+    },
+    dd: { graph::reach(edges, roots).map(|node| (node, 0)) }
+);
 
-    pub fn dd<'s>(
-        edges: crate::graph::Top<'s, Edge>,
-        roots: crate::graph::Top<'s, u64>,
-    ) -> crate::graph::Top<'s, Edge> {
-        super::graph::reach(edges, roots).map(|node| (node, 0))
-    }
-}
-
-/// Connected components, edges undirected: `(node, least node of its component)`.
-pub mod components {
-    use super::Edge;
-
-    pub fn ripple<'s>(
-        edges: ripple_dataflow::Collection<'s, u64, Edge>,
-        roots: ripple_dataflow::Collection<'s, u64, u64>,
-    ) -> ripple_dataflow::Collection<'s, u64, Edge> {
+// Connected components, edges undirected: `(node, least node of its component)`.
+program!(
+    components,
+    |edges, roots| {
         let _ = roots;
         let undirected = edges.clone().concat(edges.map(|(a, b)| (b, a)));
         let nodes = undirected
@@ -179,16 +173,12 @@ pub mod components {
                 .concat(nodes)
                 .reduce(|_, s, t| t.push((*s[0].0, 1i64)))
         })
-    }
-
-    pub fn dd<'s>(
-        edges: crate::graph::Top<'s, Edge>,
-        roots: crate::graph::Top<'s, u64>,
-    ) -> crate::graph::Top<'s, Edge> {
+    },
+    dd: {
         let _ = roots;
-        super::graph::components(edges)
+        graph::components(edges)
     }
-}
+);
 
 /// Keeps the edges of `edges` whose endpoints get the same label when the least node id is
 /// propagated along `cycle` (a nested iteration); returns them reversed.

@@ -43,8 +43,8 @@ impl LocalDir {
         let root = root.into();
         let metadata = fs::metadata(&root).map_err(|e| StorageError::io(&root, e))?;
         if !metadata.is_dir() {
-            let what = "not a directory";
-            return Err(StorageError::corrupt(&root, what));
+            let error = std::io::Error::new(std::io::ErrorKind::NotADirectory, "not a directory");
+            return Err(StorageError::io(&root, error));
         }
         Ok(Self { root })
     }
