@@ -9,6 +9,7 @@ use crate::run::run;
 use crate::source::Source;
 use clap::{ArgAction, Args, Parser, Subcommand};
 use ripple_dataflow::RippleConfig;
+use ripple_storage::{SpillDir, Storage, StorageFault, StorageSettings};
 use std::io::{BufReader, BufWriter, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -121,9 +122,26 @@ pub struct RunArgs {
     /// it could unblock another worker (demand, timely's default). Never changes the output.
     #[arg(long, value_enum, default_value_t)]
     pub progress_mode: ProgressMode,
+    /// Keep the arrangements of each process within SIZE of memory (e.g. `512MiB`, `2GB`, or
+    /// bytes): beyond it, batches are written to files in --spill-dir and read back through a
+    /// block cache of a quarter of SIZE; `0` writes out every merged batch. Never changes the
+    /// output. Without it, everything stays in memory.
+    #[arg(long, value_name = "SIZE", value_parser = parse_budget)]
+    pub memory_budget: Option<u64>,
+    /// Where --memory-budget spills: ripple makes a fresh directory inside DIR and removes it
+    /// when the run ends [default: the system's temporary directory].
+    #[arg(long, value_name = "DIR", requires = "memory_budget")]
+    pub spill_dir: Option<PathBuf>,
     /// Print help (see more with '--help').
     #[arg(long, action = ArgAction::Help)]
     pub help: Option<bool>,
+}
+
+/// A `--memory-budget`: a size with an optional unit.
+fn parse_budget(text: &str) -> Result<u64, String> {
+    parse_size::parse_size(text).map_err(|error| {
+        format!("{error}; expected a size such as 512MiB, 64MB or 1000000 (bytes)")
+    })
 }
 
 /// A failure before the run: exit code 2.
@@ -177,6 +195,25 @@ impl RunArgs {
         })
     }
 
+    /// The storage tier `--memory-budget` asks for, with its fresh spill directory.
+    fn storage(&self) -> Result<Option<Arc<Storage>>, UsageError> {
+        let Some(budget) = self.memory_budget else {
+            return Ok(None);
+        };
+        let spill = match &self.spill_dir {
+            Some(dir) => SpillDir::new_in(dir).map_err(|error| {
+                UsageError::Arguments(format!(
+                    "--spill-dir: {error} (expected a writable directory)"
+                ))
+            })?,
+            None => SpillDir::new_in_temp()
+                .map_err(|error| UsageError::Arguments(format!("the spill directory: {error}")))?,
+        };
+        let budget = usize::try_from(budget).unwrap_or(usize::MAX);
+        let settings = StorageSettings::with_budget(budget);
+        Ok(Some(Arc::new(Storage::in_spill_dir(spill, settings))))
+    }
+
     fn source(&self) -> Result<Source, UsageError> {
         match &self.input {
             Some(name) => {
@@ -219,10 +256,11 @@ pub fn main_with(args: impl IntoIterator<Item = String>) -> ExitCode {
         }
     };
     let (computation, args) = cli.command.split();
-    let prepared = args
-        .cluster()
-        .and_then(|cluster| Ok((cluster, args.source()?)));
-    let (cluster, source) = match prepared {
+    let prepared = args.cluster().and_then(|cluster| {
+        let storage = args.storage()?;
+        Ok((cluster, storage, args.source()?))
+    });
+    let (cluster, storage, source) = match prepared {
         Ok(prepared) => prepared,
         Err(error) => {
             eprintln!("ripple: error: {error}");
@@ -252,10 +290,21 @@ pub fn main_with(args: impl IntoIterator<Item = String>) -> ExitCode {
         batch: args.batch,
         cluster,
         progress: true,
-        config: RippleConfig::default(),
+        config: RippleConfig {
+            storage: storage.clone(),
+            ..RippleConfig::default()
+        },
     };
-    match run(Arc::new(source), &options, writer) {
-        Ok(Some(report)) => {
+    silence_storage_faults();
+    let outcome = run(Arc::new(source), &options, writer);
+    // A storage error unwound a worker: report it rather than the unwinding.
+    if let Some(fault) = storage.as_ref().and_then(|storage| storage.fault()) {
+        eprintln!("ripple: error: {fault}");
+        return ExitCode::from(1);
+    }
+    match outcome {
+        Ok(Some(mut report)) => {
+            report.storage = storage.map(|storage| storage.stats());
             if args.summary {
                 println!("{report}");
             }
@@ -267,4 +316,15 @@ pub fn main_with(args: impl IntoIterator<Item = String>) -> ExitCode {
             ExitCode::from(1)
         }
     }
+}
+
+/// Keeps the panic hook quiet for workers unwinding with a [`StorageFault`]: the error they
+/// recorded is reported once, as an error, when the run ends.
+fn silence_storage_faults() {
+    let previous = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        if info.payload().downcast_ref::<StorageFault>().is_none() {
+            previous(info);
+        }
+    }));
 }

@@ -3,6 +3,7 @@
 use crate::options::RunOptions;
 use crate::output::Checksum;
 use crate::source::{Plan, Source};
+use ripple_storage::StorageStats;
 use std::fmt;
 use std::time::Duration;
 
@@ -31,6 +32,8 @@ pub struct RunReport {
     pub checksum: Checksum,
     /// The process's peak resident memory, where the platform reports it.
     pub peak_resident: Option<u64>,
+    /// What the storage tier did, with `--memory-budget`.
+    pub storage: Option<StorageStats>,
 }
 
 impl RunReport {
@@ -58,6 +61,7 @@ impl RunReport {
             rows: 0,
             checksum: Checksum::default(),
             peak_resident: None,
+            storage: None,
         }
     }
 
@@ -158,6 +162,24 @@ impl fmt::Display for RunReport {
         match self.peak_resident {
             Some(bytes) => writeln!(f, "peak memory  {} resident", human_bytes(bytes))?,
             None => writeln!(f, "peak memory  not reported by this platform")?,
+        }
+        if let Some(storage) = &self.storage {
+            writeln!(
+                f,
+                "storage      {} written in {} files, {} read",
+                human_bytes(storage.bytes_written),
+                storage.files_written,
+                human_bytes(storage.bytes_read)
+            )?;
+            let cache = &storage.cache;
+            writeln!(
+                f,
+                "block cache  {} hits, {} misses, {} evictions; peak {} of blocks in memory",
+                cache.hits,
+                cache.misses,
+                cache.evictions,
+                human_bytes(cache.peak_resident_bytes as u64)
+            )?;
         }
         writeln!(f, "output       {} rows", self.rows)?;
         write!(f, "checksum     {:016x}", self.checksum.0)

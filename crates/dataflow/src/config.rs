@@ -1,7 +1,9 @@
 //! Per-worker settings for ripple's operators, carried in timely's worker configuration.
 
 use ripple_batcher::BatcherConfig;
+use ripple_storage::Storage;
 use ripple_trace::SpineConfig;
+use std::sync::Arc;
 use timely::worker::Worker;
 
 /// The key under which [`RippleConfig`] is stored in timely's `WorkerConfig`.
@@ -60,6 +62,11 @@ pub struct RippleConfig {
     /// much slower without the meet; same section). Off by default; `ripple`'s runs, whose
     /// computations meet the precondition, turn it on.
     pub lockstep_iterations: bool,
+    /// The process's storage tier: with one, arrangements write batches out to files when
+    /// the process's in-memory batches exceed its memory budget (see
+    /// `ripple_trace::Spine::with_storage`). `None`, the default, keeps everything in memory.
+    /// Every worker of a process shares the one tier.
+    pub storage: Option<Arc<Storage>>,
 }
 
 impl RippleConfig {
@@ -91,6 +98,7 @@ impl Default for RippleConfig {
             spine: SpineConfig::default(),
             probe_run: Self::PROBE_RUN_DEFAULT,
             lockstep_iterations: false,
+            storage: None,
         }
     }
 }

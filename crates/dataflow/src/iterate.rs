@@ -212,7 +212,10 @@ impl<'scope, K: Data, V: Data, T: Time, R: Semigroup> ArrangedVariable<'scope, K
     pub fn new(scope: Scope<'scope, T>, step: T::Summary) -> (Self, Arranged<'scope, K, V, T, R>) {
         let (feedback, batches) = scope.feedback::<Batches<K, V, T, R>>(step.clone());
         let config = RippleConfig::of(scope.worker());
-        let reader = TraceAgent::new(TraceHandle::<(K, V, T, R)>::new(config.spine));
+        let reader = TraceAgent::new(TraceHandle::<(K, V, T, R)>::with_storage(
+            config.spine,
+            config.storage.clone(),
+        ));
         let mut writer = reader.handle.clone();
         let announcer = reader.clone_without_holds();
         // The writer reads nothing: only readers' holds should keep history alive.

@@ -1,7 +1,7 @@
 //! The determinism matrix: every program gives identical per-time output whatever the input
 //! batching, the number of workers, the chunk capacity, the keys per batched lookup and whether
 //! workers exchange containers by pointer or as serialized bytes, or whether loops' reduces hold
-//! their pending times in lockstep.
+//! their pending times in lockstep, or whether arrangements spill to storage.
 
 mod common;
 
@@ -46,6 +46,7 @@ fn outputs_do_not_depend_on_batching_workers_or_chunk_capacity() {
                             chunk_bytes,
                             probe_run,
                             lockstep,
+                            storage: None,
                         };
                         let output = run_ripple(&input, setup, program);
                         assert_eq!(output, reference, "{name}, seed {seed}: {setup:?} differs");
@@ -59,9 +60,23 @@ fn outputs_do_not_depend_on_batching_workers_or_chunk_capacity() {
                     chunk_bytes: 4096,
                     probe_run: 2,
                     lockstep: true,
+                    storage: None,
                 };
                 let output = run_ripple(&input, setup, program);
                 assert_eq!(output, reference, "{name}, seed {seed}: {setup:?} differs");
+                // Arrangements spilled: everything with no cache, or a tiny budget and cache.
+                for (workers, storage) in [(1, (0, 0)), (2, (4096, 1024)), (3, (0, 0))] {
+                    let setup = Setup {
+                        workers,
+                        batch,
+                        chunk_bytes: 4096,
+                        probe_run: 3,
+                        storage: Some(storage),
+                        ..Setup::default()
+                    };
+                    let output = run_ripple(&input, setup, program);
+                    assert_eq!(output, reference, "{name}, seed {seed}: {setup:?} differs");
+                }
             }
         }
     }

@@ -20,6 +20,18 @@ fn programs_match_differential_dataflow() {
                 actual, expected,
                 "{name}, seed {seed}: ripple differs from differential-dataflow"
             );
+            // With storage: everything spilled and no cache, then a tiny budget and cache.
+            for storage in [(0, 0), (4096, 1024)] {
+                let setup = Setup {
+                    storage: Some(storage),
+                    ..Setup::default()
+                };
+                let spilled = run_ripple(&input, setup, ripple);
+                assert_eq!(
+                    spilled, expected,
+                    "{name}, seed {seed}: ripple with storage {storage:?} differs from differential-dataflow"
+                );
+            }
             assert!(
                 !expected.is_empty() || name == "scc",
                 "{name}, seed {seed}: empty output tests nothing"

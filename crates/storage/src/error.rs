@@ -17,14 +17,16 @@ pub enum StorageError {
 }
 
 impl StorageError {
-    pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+    /// An I/O error on `path`.
+    pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
         Self::Io {
             path: path.into(),
             source,
         }
     }
 
-    pub(crate) fn corrupt(path: impl Into<PathBuf>, what: impl Into<String>) -> Self {
+    /// A damaged or foreign file at `path`, and what is wrong with it.
+    pub fn corrupt(path: impl Into<PathBuf>, what: impl Into<String>) -> Self {
         Self::Corrupt {
             path: path.into(),
             what: what.into(),

@@ -1,22 +1,25 @@
-//! Ripple's storage tier: immutable batches kept in files instead of on the heap.
+//! Ripple's storage tier, the layer under the trace: files of 8-byte words, a block cache and
+//! a memory budget. It knows nothing of batches; the batch file format lives in
+//! `ripple_trace::file`, on top of it.
 //!
-//! - [`store`]: where files live, behind three calls (write a file whole, read a range of
-//!   one, delete one): [`LocalDir`], a directory, is the one implementation; an object store
-//!   could serve the same calls.
-//! - [`file`](mod@file): the batch file format. A batch is cut into blocks of whole keys; each block is
-//!   the batch's columns for its keys, as `ripple_trace::block` lays them out, with a CRC-32C;
-//!   a footer indexes the blocks (offsets, checksums, first and last keys) and holds the
-//!   batch's description. [`BatchFile`] opens a file and reads a block back as a [`Block`],
-//!   whose view points into the words read.
+//! - [`store`]: where files live, behind three calls (write a file whole, open one and read
+//!   ranges of it, delete one): [`LocalDir`], a directory, is the one implementation; an
+//!   object store could serve the same calls.
+//! - [`cache`]: [`BlockCache`], blocks in memory within a byte budget, handed out as
+//!   reference-counted [`Block`]s that readers pin while they point into them.
+//! - [`spill`]: [`SpillDir`], a run's own directory, removed when the run ends.
+//! - [`tier`]: [`Storage`], one per process: the store, the cache, the budget that decides
+//!   when spines write batches out, the counters, and the first error of the run.
 //! - [`error`]: what can go wrong, always naming the file (and the block).
-//!
-//! Corrupted, truncated or foreign files are errors, never panics: every block and the footer
-//! are checksummed before they are decoded, and decoding checks the layout again.
 
+pub mod cache;
 pub mod error;
-pub mod file;
+pub mod spill;
 pub mod store;
+pub mod tier;
 
+pub use cache::{Block, BlockCache, BlockKey, CacheStats};
 pub use error::StorageError;
-pub use file::{write_batch, BatchFile, Block};
-pub use store::{FileStore, LocalDir};
+pub use spill::SpillDir;
+pub use store::{FileReader, FileStore, LocalDir};
+pub use tier::{Storage, StorageFault, StorageSettings, StorageStats};

@@ -1,28 +1,26 @@
-//! Where batch files live: a small interface of whole-file writes, ranged reads and deletes.
+//! Where files live: a small interface of whole-file writes, ranged reads and deletes.
 //!
 //! Batch files are immutable, so three calls serve: write a file whole (atomically: readers
-//! see all of it or none), read a range of one, delete one. [`LocalDir`] serves them from a
-//! directory. An object store (S3 and the like) offers the same three, which is why the
-//! storage tier goes through [`FileStore`] rather than `std::fs`.
+//! see all of it or none), open one to read ranges of it, delete one. [`LocalDir`] serves them
+//! from a directory, reading with positioned reads (`pread`) on a file kept open. An object
+//! store (S3 and the like) offers the same three (a put, ranged gets, a delete), which is why
+//! the storage tier goes through [`FileStore`] rather than `std::fs`.
 
 use crate::error::StorageError;
 use std::fs::{self, File};
-use std::io::{Read, Seek, SeekFrom, Write};
+use std::io::Write;
 use std::ops::Range;
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 /// The calls the storage tier makes of the place its files live.
-pub trait FileStore {
+pub trait FileStore: Send + Sync {
     /// Writes the file `name` as the concatenation of `parts`, replacing any file of that
     /// name. On error no file of that name is left half-written, and no temporary file stays.
     fn write(&self, name: &str, parts: &[&[u8]]) -> Result<(), StorageError>;
 
-    /// The bytes `range` of the file `name`, as 8-byte words: `range` must start and end on a
-    /// multiple of 8 within the file.
-    fn read(&self, name: &str, range: Range<u64>) -> Result<Vec<u64>, StorageError>;
-
-    /// The length of the file `name` in bytes.
-    fn len(&self, name: &str) -> Result<u64, StorageError>;
+    /// Opens the file `name` for reading.
+    fn open(&self, name: &str) -> Result<Box<dyn FileReader>, StorageError>;
 
     /// Removes the file `name`.
     fn delete(&self, name: &str) -> Result<(), StorageError>;
@@ -31,7 +29,25 @@ pub trait FileStore {
     fn path(&self, name: &str) -> PathBuf;
 }
 
-/// Batch files in a local directory.
+/// An open file: its length, and ranges of it as 8-byte words.
+pub trait FileReader: Send + Sync {
+    /// The file's length in bytes.
+    fn len(&self) -> u64;
+
+    /// True for a file of no bytes.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The bytes `range` of the file, as 8-byte words: `range` must start and end on a
+    /// multiple of 8 within the file.
+    fn read(&self, range: Range<u64>) -> Result<Vec<u64>, StorageError>;
+
+    /// The path to name in messages.
+    fn path(&self) -> &Path;
+}
+
+/// Files in a local directory.
 #[derive(Clone, Debug)]
 pub struct LocalDir {
     root: PathBuf,
@@ -59,7 +75,9 @@ impl LocalDir {
         for part in parts {
             file.write_all(part)?;
         }
-        file.sync_all()
+        // No fsync: spilled files live for one run, and the page cache serves them until
+        // they are deleted (durable state is issue #53's checkpoints, which sync).
+        file.flush()
     }
 }
 
@@ -76,26 +94,14 @@ impl FileStore for LocalDir {
         })
     }
 
-    fn read(&self, name: &str, range: Range<u64>) -> Result<Vec<u64>, StorageError> {
+    fn open(&self, name: &str) -> Result<Box<dyn FileReader>, StorageError> {
         let path = self.path(name);
-        if !range.start.is_multiple_of(8) || !range.end.is_multiple_of(8) || range.end < range.start
-        {
-            let what = format!("bytes {range:?} are not a range of 8-byte words");
-            return Err(StorageError::corrupt(&path, what));
-        }
-        let mut words = vec![0u64; ((range.end - range.start) / 8) as usize];
-        let read = File::open(&path).and_then(|mut file| {
-            file.seek(SeekFrom::Start(range.start))?;
-            file.read_exact(bytemuck::cast_slice_mut(&mut words))
-        });
-        read.map_err(|error| StorageError::io(&path, error))?;
-        Ok(words)
-    }
-
-    fn len(&self, name: &str) -> Result<u64, StorageError> {
-        let path = self.path(name);
-        let metadata = fs::metadata(&path).map_err(|e| StorageError::io(&path, e))?;
-        Ok(metadata.len())
+        let file = File::open(&path).map_err(|e| StorageError::io(&path, e))?;
+        let len = file
+            .metadata()
+            .map_err(|e| StorageError::io(&path, e))?
+            .len();
+        Ok(Box::new(LocalFile { file, len, path }))
     }
 
     fn delete(&self, name: &str) -> Result<(), StorageError> {
@@ -105,5 +111,39 @@ impl FileStore for LocalDir {
 
     fn path(&self, name: &str) -> PathBuf {
         self.root.join(name)
+    }
+}
+
+/// A file of a [`LocalDir`], open for positioned reads.
+struct LocalFile {
+    file: File,
+    len: u64,
+    path: PathBuf,
+}
+
+impl FileReader for LocalFile {
+    fn len(&self) -> u64 {
+        self.len
+    }
+
+    fn read(&self, range: Range<u64>) -> Result<Vec<u64>, StorageError> {
+        let aligned = range.start.is_multiple_of(8) && range.end.is_multiple_of(8);
+        if !aligned || range.end < range.start || range.end > self.len {
+            let what = format!(
+                "bytes {range:?} are not a range of 8-byte words of a file of {} bytes",
+                self.len
+            );
+            return Err(StorageError::corrupt(&self.path, what));
+        }
+        let mut words = vec![0u64; ((range.end - range.start) / 8) as usize];
+        let read = self
+            .file
+            .read_exact_at(bytemuck::cast_slice_mut(&mut words), range.start);
+        read.map_err(|error| StorageError::io(&self.path, error))?;
+        Ok(words)
+    }
+
+    fn path(&self) -> &Path {
+        &self.path
     }
 }

@@ -11,6 +11,7 @@ use crate::columns::{payload_bytes, FENCED_KEYS_MIN, KEY_FENCE};
 use crate::description::Description;
 use crate::history::{Histories, HistoriesView};
 use crate::offsets::{OffsetList, OffsetsView};
+use crate::stored::{Pins, StoredBatch};
 use columnar::{Borrow, BorrowedOf, Columnar, ContainerOf, Index, Len};
 use ripple_updates::{Lattice, Semigroup, Update};
 use std::cmp::Ordering;
@@ -65,28 +66,49 @@ impl<U: Update> BatchData<U> {
     }
 }
 
-/// A shared, immutable batch of updates.
+/// A shared, immutable batch of updates: its columns in memory, or in a batch file.
+///
+/// A handle to a stored batch carries its own *pins*: the blocks its cursors have read,
+/// held until the handle drops, because every `Ref` a cursor hands out points into a block and
+/// may live as long as the borrow of the handle. Cloning a stored batch's handle clones no
+/// pins, so a reader's clone (a snapshot's) pins what that reader reads and no more, and the
+/// spine's own handles pin nothing.
 pub struct Batch<U: Update> {
-    data: Rc<BatchData<U>>,
+    columns: Columns<U>,
+}
+
+enum Columns<U: Update> {
+    Memory(Rc<BatchData<U>>),
+    Stored(Rc<StoredBatch<U>>, Pins),
 }
 
 impl<U: Update> Clone for Batch<U> {
     fn clone(&self) -> Self {
-        Self {
-            data: Rc::clone(&self.data),
-        }
+        let columns = match &self.columns {
+            Columns::Memory(data) => Columns::Memory(Rc::clone(data)),
+            Columns::Stored(stored, _) => Columns::Stored(Rc::clone(stored), stored.pins()),
+        };
+        Self { columns }
     }
 }
 
 impl<U: Update> Batch<U> {
     pub(crate) fn from_data(data: BatchData<U>) -> Self {
         let batch = Self {
-            data: Rc::new(data),
+            columns: Columns::Memory(Rc::new(data)),
         };
         if cfg!(debug_assertions) {
             batch.check_invariants();
         }
         batch
+    }
+
+    /// The batch kept in `stored`'s file.
+    pub(crate) fn from_stored(stored: StoredBatch<U>) -> Self {
+        let pins = stored.pins();
+        Self {
+            columns: Columns::Stored(Rc::new(stored), pins),
+        }
     }
 
     /// A batch with no updates, carrying only the progress `description` records.
@@ -102,26 +124,58 @@ impl<U: Update> Batch<U> {
         })
     }
 
-    /// The columns, for cursors.
+    /// The columns of an in-memory batch.
     #[inline(always)]
-    pub(crate) fn data(&self) -> &BatchData<U> {
-        &self.data
+    pub(crate) fn memory(&self) -> Option<&BatchData<U>> {
+        match &self.columns {
+            Columns::Memory(data) => Some(data),
+            Columns::Stored(..) => None,
+        }
     }
 
-    /// The columns, borrowed: what cursors read (see [`BatchView`]).
-    pub fn view(&self) -> BatchView<'_, U> {
-        self.data.view()
+    /// The file and this handle's pins of a stored batch.
+    #[inline(always)]
+    pub(crate) fn stored(&self) -> Option<(&StoredBatch<U>, &Pins)> {
+        match &self.columns {
+            Columns::Memory(_) => None,
+            Columns::Stored(stored, pins) => Some((stored, pins)),
+        }
+    }
+
+    /// True when the batch lives in a file rather than in memory.
+    pub fn is_stored(&self) -> bool {
+        self.stored().is_some()
+    }
+
+    /// The columns of an in-memory batch. Callers hold batches the engine built and never
+    /// wrote out (a stored batch's columns are read through cursors, block by block).
+    #[inline(always)]
+    pub(crate) fn data(&self) -> &BatchData<U> {
+        self.memory()
+            .expect("an in-memory batch (stored batches are read through cursors)")
+    }
+
+    /// The columns of an in-memory batch, borrowed: what cursors read (see [`BatchView`]).
+    /// `None` for a stored batch, whose columns are read block by block through a cursor.
+    pub fn view(&self) -> Option<BatchView<'_, U>> {
+        self.memory().map(BatchData::view)
     }
 
     /// The interval of times and the compaction frontier.
     pub fn description(&self) -> &Description<U::Time> {
-        &self.data.description
+        match &self.columns {
+            Columns::Memory(data) => &data.description,
+            Columns::Stored(stored, _) => stored.description(),
+        }
     }
 
     /// The number of updates.
     #[inline(always)]
     pub fn len(&self) -> usize {
-        self.data.histories.len()
+        match &self.columns {
+            Columns::Memory(data) => data.histories.len(),
+            Columns::Stored(stored, _) => stored.counts().updates,
+        }
     }
 
     /// True when there are no updates.
@@ -132,30 +186,44 @@ impl<U: Update> Batch<U> {
 
     /// The number of distinct keys.
     pub fn key_count(&self) -> usize {
-        self.data.keys.len()
+        match &self.columns {
+            Columns::Memory(data) => data.keys.len(),
+            Columns::Stored(stored, _) => stored.counts().keys,
+        }
     }
 
-    /// The distinct keys, sorted: a column to probe other traces with.
-    pub fn keys(&self) -> columnar::BorrowedOf<'_, U::Key> {
+    /// The distinct keys of an in-memory batch, sorted: a column to probe other traces with.
+    /// The batches operators receive are always in memory; `None` for a stored batch.
+    pub fn keys(&self) -> Option<columnar::BorrowedOf<'_, U::Key>> {
         use columnar::Borrow;
-        self.data.keys.borrow()
+        self.memory().map(|data| data.keys.borrow())
     }
 
     /// The number of distinct `(key, val)` pairs.
     pub fn val_count(&self) -> usize {
-        self.data.vals.len()
+        match &self.columns {
+            Columns::Memory(data) => data.vals.len(),
+            Columns::Stored(stored, _) => stored.counts().vals,
+        }
     }
 
     /// How many handles share these columns (this one included).
     pub fn handle_count(&self) -> usize {
-        Rc::strong_count(&self.data)
+        match &self.columns {
+            Columns::Memory(data) => Rc::strong_count(data),
+            Columns::Stored(stored, _) => Rc::strong_count(stored),
+        }
     }
 
     /// Heap bytes held by the columns: their payload, plus the index vectors' capacity. Spare
     /// capacity of the payload columns is not counted (a big merge's key and value columns and
-    /// big plain histories may keep up to a fifth; see `Builder::build`).
+    /// big plain histories may keep up to a fifth; see `Builder::build`). A stored batch
+    /// counts its file's index only; its blocks are the block cache's.
     pub fn heap_bytes(&self) -> usize {
-        let data = &*self.data;
+        let data = match &self.columns {
+            Columns::Memory(data) => data,
+            Columns::Stored(stored, _) => return stored.index_bytes(),
+        };
         payload_bytes::<U::Key>(&data.keys)
             + payload_bytes::<U::Key>(&data.key_fences)
             + data.key_ends.heap_bytes()
@@ -171,101 +239,108 @@ impl<U: Update> Batch<U> {
     /// advanced times may lie beyond `upper`), every time advanced by `since` (advancing it
     /// again changes nothing), and offsets covering every column exactly.
     pub fn check_invariants(&self) {
-        let data = &*self.data;
-        let (keys, vals) = (data.keys.borrow(), data.vals.borrow());
-        assert_eq!(data.key_ends.len(), keys.len(), "one value range per key");
-        assert_eq!(
-            data.key_ends.last_end(),
-            vals.len(),
-            "value ranges cover values"
+        match &self.columns {
+            Columns::Memory(data) => check_view(data.view(), &data.description),
+            Columns::Stored(stored, pins) => stored.check_invariants(pins),
+        }
+    }
+}
+
+/// [`Batch::check_invariants`] for the columns `view` of a batch (or of a block of one)
+/// described by `description`.
+pub(crate) fn check_view<U: Update>(view: BatchView<'_, U>, description: &Description<U::Time>) {
+    let (keys, vals) = (view.keys, view.vals);
+    assert_eq!(view.key_ends.len(), keys.len(), "one value range per key");
+    assert_eq!(
+        view.key_ends.last_end(),
+        vals.len(),
+        "value ranges cover values"
+    );
+    assert_eq!(
+        view.val_ends.len(),
+        vals.len(),
+        "one update range per value"
+    );
+    assert_eq!(
+        view.val_ends.last_end(),
+        view.histories.len(),
+        "update ranges cover updates"
+    );
+    let fences = view.key_fences;
+    let expected_fences = if keys.len() >= FENCED_KEYS_MIN {
+        keys.len().div_ceil(KEY_FENCE)
+    } else {
+        0
+    };
+    assert_eq!(
+        fences.len(),
+        expected_fences,
+        "one fence per {KEY_FENCE} keys"
+    );
+    for fence in 0..fences.len() {
+        assert!(
+            fences.get(fence) == keys.get(fence * KEY_FENCE),
+            "fence {fence} is not key {}",
+            fence * KEY_FENCE
         );
-        assert_eq!(
-            data.val_ends.len(),
-            vals.len(),
-            "one update range per value"
-        );
-        assert_eq!(
-            data.val_ends.last_end(),
-            data.histories.len(),
-            "update ranges cover updates"
-        );
-        let fences = data.key_fences.borrow();
-        let expected_fences = if keys.len() >= FENCED_KEYS_MIN {
-            keys.len().div_ceil(KEY_FENCE)
-        } else {
-            0
-        };
-        assert_eq!(
-            fences.len(),
-            expected_fences,
-            "one fence per {KEY_FENCE} keys"
-        );
-        for fence in 0..fences.len() {
-            assert!(
-                fences.get(fence) == keys.get(fence * KEY_FENCE),
-                "fence {fence} is not key {}",
-                fence * KEY_FENCE
+    }
+    let unadvanced = description.since == description.lower;
+    for key in 0..keys.len() {
+        if key > 0 {
+            assert_eq!(
+                keys.get(key - 1).cmp(&keys.get(key)),
+                Ordering::Less,
+                "keys not strictly increasing at {key}"
             );
         }
-        let unadvanced = data.description.since == data.description.lower;
-        for key in 0..keys.len() {
-            if key > 0 {
+        let (start, end) = (view.key_ends.start(key), view.key_ends.end(key));
+        assert!(start < end, "key {key} ({:?}) has no values", keys.get(key));
+        for val in start..end {
+            if val > start {
                 assert_eq!(
-                    keys.get(key - 1).cmp(&keys.get(key)),
+                    vals.get(val - 1).cmp(&vals.get(val)),
                     Ordering::Less,
-                    "keys not strictly increasing at {key}"
+                    "values of key {:?} not strictly increasing",
+                    keys.get(key)
                 );
             }
-            let (start, end) = (data.key_ends.start(key), data.key_ends.end(key));
-            assert!(start < end, "key {key} ({:?}) has no values", keys.get(key));
-            for val in start..end {
-                if val > start {
+            let (first, last) = (view.val_ends.start(val), view.val_ends.end(val));
+            assert!(first < last, "value {val} has no updates");
+            for update in first..last {
+                let (time, diff) = view.histories.get(update);
+                if update > first {
+                    let (previous, _) = view.histories.get(update - 1);
                     assert_eq!(
-                        vals.get(val - 1).cmp(&vals.get(val)),
+                        previous.cmp(&time),
                         Ordering::Less,
-                        "values of key {:?} not strictly increasing",
-                        keys.get(key)
-                    );
-                }
-                let (first, last) = (data.val_ends.start(val), data.val_ends.end(val));
-                assert!(first < last, "value {val} has no updates");
-                for update in first..last {
-                    let (time, diff) = data.histories.get(update);
-                    if update > first {
-                        let (previous, _) = data.histories.get(update - 1);
-                        assert_eq!(
-                            previous.cmp(&time),
-                            Ordering::Less,
-                            "times of ({:?}, {:?}) not strictly increasing",
-                            keys.get(key),
-                            vals.get(val)
-                        );
-                    }
-                    assert!(
-                        !U::Diff::into_owned(diff).is_zero(),
-                        "zero diff kept for ({:?}, {:?}, {time:?})",
+                        "times of ({:?}, {:?}) not strictly increasing",
                         keys.get(key),
                         vals.get(val)
                     );
-                    let time = U::Time::into_owned(time);
-                    let mut advanced = time.clone();
-                    advanced.advance_by(data.description.since.borrow());
+                }
+                assert!(
+                    !U::Diff::into_owned(diff).is_zero(),
+                    "zero diff kept for ({:?}, {:?}, {time:?})",
+                    keys.get(key),
+                    vals.get(val)
+                );
+                let time = U::Time::into_owned(time);
+                let mut advanced = time.clone();
+                advanced.advance_by(description.since.borrow());
+                assert!(
+                    advanced == time,
+                    "time {time:?} of ({:?}, {:?}) not advanced by since {:?}",
+                    keys.get(key),
+                    vals.get(val),
+                    description.since
+                );
+                if unadvanced {
                     assert!(
-                        advanced == time,
-                        "time {time:?} of ({:?}, {:?}) not advanced by since {:?}",
-                        keys.get(key),
-                        vals.get(val),
-                        data.description.since
+                        description.lower.less_equal(&time) && !description.upper.less_equal(&time),
+                        "time {time:?} outside [{:?}, {:?})",
+                        description.lower,
+                        description.upper
                     );
-                    if unadvanced {
-                        assert!(
-                            data.description.lower.less_equal(&time)
-                                && !data.description.upper.less_equal(&time),
-                            "time {time:?} outside [{:?}, {:?})",
-                            data.description.lower,
-                            data.description.upper
-                        );
-                    }
                 }
             }
         }

@@ -180,7 +180,7 @@ mod tests {
         fn blocks_round_trip(rows in rows()) {
             let batch = batch_of(rows);
             let mut words = Vec::new();
-            encode(batch.view(), &mut words);
+            encode(batch.view().expect("in memory"), &mut words);
             prop_assert_eq!(rows_of_view(&words), batch.to_rows());
         }
 
@@ -197,7 +197,7 @@ mod tests {
                 Antichain::from_elem(Product::new(u64::MAX, 0)),
             ));
             let mut words = Vec::new();
-            encode(batch.view(), &mut words);
+            encode(batch.view().expect("in memory"), &mut words);
             for (at, value) in damage {
                 let at = at % words.len();
                 words[at] ^= value;
@@ -223,7 +223,7 @@ mod tests {
             .collect();
         let batch = batch_of(rows);
         let mut words = Vec::new();
-        encode(batch.view(), &mut words);
+        encode(batch.view().expect("in memory"), &mut words);
         let view = decode::<U>(&words).expect("a block of U");
         assert!(columnar::Len::len(&view.key_fences) > 0);
         assert_eq!(rows_of_view(&words), batch.to_rows());

@@ -96,7 +96,10 @@ impl<U: Update> Builder<U> {
     /// [`Builder::build`]).
     pub fn expect_merge(&mut self, older: &Batch<U>, newer: &Batch<U>) {
         self.expect(older.len() + newer.len());
-        let (older, newer) = (older.data(), newer.data());
+        let (Some(older), Some(newer)) = (older.memory(), newer.memory()) else {
+            // A stored input's columns are not at hand: the columns grow by doubling.
+            return;
+        };
         let keys = [older.keys.borrow(), newer.keys.borrow()];
         let vals = [older.vals.borrow(), newer.vals.borrow()];
         if self.is_empty() && self.keys.borrow().is_empty() {

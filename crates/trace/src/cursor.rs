@@ -3,10 +3,16 @@
 //! A [`BatchCursor`] is three positions and the batch's borrowed columns: no allocation, and
 //! every item it returns is a `Ref` pointing into the batch. It borrows the batch, so it cannot
 //! outlive it; readers that must outlive a trace's changes hold [`crate::Batch`] handles.
+//!
+//! In a stored batch the columns in view are one block's: stepping past a block's last key
+//! enters the next block, and seeks go to the block a key can be in by the file's index. Key
+//! and value positions are the block's; [`BatchCursor::key_index`] is the key's index in the
+//! whole batch, as in memory.
 
 use crate::batch::{Batch, BatchView};
 use crate::columns::{prefetch_item, KEY_FENCE};
 use crate::history::HistoriesView;
+use crate::stored::{Pins, StoredBatch};
 use columnar::{Columnar, Index, Len, Ref};
 use ripple_updates::search::gallop;
 use ripple_updates::update::Row;
@@ -20,12 +26,62 @@ pub struct BatchCursor<'a, U: Update> {
     val: usize,
     /// One past the current key's last value.
     val_end: usize,
+    /// The index in the batch of the view's first key (0 in memory).
+    base: usize,
+    /// Of a stored batch: its file, the reading handle's pins and the block in view.
+    blocks: Option<Blocks<'a, U>>,
 }
 
+/// Where a cursor of a stored batch reads its blocks.
+struct Blocks<'a, U: Update> {
+    stored: &'a StoredBatch<U>,
+    pins: &'a Pins,
+    /// The block in view.
+    block: usize,
+}
+
+impl<U: Update> Clone for Blocks<'_, U> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<U: Update> Copy for Blocks<'_, U> {}
+
 impl<U: Update> Batch<U> {
-    /// A cursor over this batch's updates, borrowing the batch.
+    /// A cursor over this batch's updates, borrowing the batch (a stored batch's first block
+    /// is read, and pinned in this handle).
     pub fn cursor(&self) -> BatchCursor<'_, U> {
-        BatchCursor::new(self.data().view())
+        self.cursor_at(0)
+    }
+
+    /// A cursor at key index `key` (at most the number of keys): in a stored batch, reads the
+    /// block holding it and no other.
+    pub fn cursor_at(&self, key: usize) -> BatchCursor<'_, U> {
+        match self.stored() {
+            None => {
+                let mut cursor = BatchCursor::new(self.data().view());
+                cursor.set_key_index(key);
+                cursor
+            }
+            Some((stored, pins)) => {
+                let index = stored.index();
+                let block = if key >= stored.counts().keys {
+                    stored.block_count() - 1
+                } else {
+                    index.block_of_key_index(key)
+                };
+                let mut cursor = BatchCursor::new(stored.view(pins, block));
+                cursor.blocks = Some(Blocks {
+                    stored,
+                    pins,
+                    block,
+                });
+                cursor.base = index.key_start(block);
+                cursor.set_key_index(key);
+                cursor
+            }
+        }
     }
 
     /// All updates as owned rows, in order (tests and tools; not a hot path).
@@ -69,7 +125,10 @@ impl<'a, U: Update> BatchView<'a, U> {
 
 impl<U: Update> Clone for BatchCursor<'_, U> {
     fn clone(&self) -> Self {
-        Self { ..*self }
+        Self {
+            blocks: self.blocks,
+            ..*self
+        }
     }
 }
 
@@ -80,9 +139,32 @@ impl<'a, U: Update> BatchCursor<'a, U> {
             key: 0,
             val: 0,
             val_end: 0,
+            base: 0,
+            blocks: None,
         };
         cursor.enter_key();
         cursor
+    }
+
+    /// Puts block `block` of a stored batch in view, at key `key` of the block.
+    #[cold]
+    #[inline(never)]
+    fn enter_block(&mut self, block: usize, key: usize) {
+        let blocks = self.blocks.as_mut().expect("a stored batch's cursor");
+        blocks.block = block;
+        self.view = blocks.stored.view(blocks.pins, block);
+        self.base = blocks.stored.index().key_start(block);
+        self.key = key;
+    }
+
+    /// In a stored batch, at the end of a block that is not the last: enters the next block.
+    #[inline(always)]
+    fn cross_block(&mut self) {
+        if let Some(blocks) = &self.blocks {
+            if self.key >= self.view.keys.len() && blocks.block + 1 < blocks.stored.block_count() {
+                self.enter_block(blocks.block + 1, 0);
+            }
+        }
     }
 
     /// Positions the value range at the current key's.
@@ -136,15 +218,36 @@ impl<'a, U: Update> BatchCursor<'a, U> {
     /// The index of the current key in the batch.
     #[inline(always)]
     pub fn key_index(&self) -> usize {
-        self.key
+        self.base + self.key
     }
 
-    /// Moves to key index `key` (at most the number of keys) and its first value.
+    /// Moves to key index `key` of the batch (at most the number of keys) and its first value.
     #[inline(always)]
     pub fn set_key_index(&mut self, key: usize) {
-        debug_assert!(key <= self.view.keys.len());
-        self.key = key;
+        let local = key.wrapping_sub(self.base);
+        if local >= self.view.keys.len() && self.blocks.is_some() {
+            self.enter_key_of_batch(key);
+        } else {
+            debug_assert!(local <= self.view.keys.len());
+            self.key = local;
+        }
         self.enter_key();
+    }
+
+    /// [`Self::set_key_index`] for a key outside the block in view.
+    #[cold]
+    #[inline(never)]
+    fn enter_key_of_batch(&mut self, key: usize) {
+        let stored = self.blocks.expect("a stored batch's cursor").stored;
+        let index = stored.index();
+        let keys = stored.counts().keys;
+        debug_assert!(key <= keys);
+        let block = if key >= keys {
+            stored.block_count() - 1
+        } else {
+            index.block_of_key_index(key)
+        };
+        self.enter_block(block, key - index.key_start(block));
     }
 
     /// Calls `logic` with the time and diff of each update of the current value, in time order.
@@ -172,6 +275,7 @@ impl<'a, U: Update> BatchCursor<'a, U> {
     pub fn step_key(&mut self) {
         if self.key_valid() {
             self.key += 1;
+            self.cross_block();
             self.enter_key();
         }
     }
@@ -181,7 +285,30 @@ impl<'a, U: Update> BatchCursor<'a, U> {
     #[inline]
     pub fn seek_key(&mut self, key: Ref<'_, U::Key>) {
         self.key = self.search_key(self.key, key);
+        if self.key >= self.view.keys.len() && self.blocks.is_some() {
+            self.seek_block(key);
+        }
         self.enter_key();
+    }
+
+    /// [`Self::seek_key`] past the block in view: enters the block the key can be in, by the
+    /// file's index, and searches it; at the end of the last block if none.
+    #[cold]
+    #[inline(never)]
+    fn seek_block(&mut self, key: Ref<'_, U::Key>) {
+        let blocks = self.blocks.expect("a stored batch's cursor");
+        let count = blocks.stored.block_count();
+        let block = blocks
+            .stored
+            .index()
+            .block_not_before(blocks.block + 1, key);
+        if block < count {
+            self.enter_block(block, 0);
+            self.key = self.search_key(0, key);
+        } else if blocks.block + 1 < count {
+            self.enter_block(count - 1, 0);
+            self.key = self.view.keys.len();
+        }
     }
 
     /// The first key index at or after `from` whose key is `>= target` (the key count if
@@ -227,6 +354,9 @@ impl<'a, U: Update> BatchCursor<'a, U> {
 
     /// Returns to the first key.
     pub fn rewind_keys(&mut self) {
+        if self.blocks.is_some_and(|blocks| blocks.block > 0) {
+            self.enter_block(0, 0);
+        }
         self.key = 0;
         self.enter_key();
     }
@@ -275,12 +405,25 @@ impl<'a, U: Update> BatchCursor<'a, U> {
         }
     }
 
-    /// The number of keys in the batch.
+    /// The number of keys in the columns in view (the batch's, in memory; the block's, in a
+    /// stored batch).
     pub fn key_count(&self) -> usize {
         self.view.keys.len()
     }
 
-    /// Key `index` of the batch.
+    /// The stored batch this cursor reads, if it is one.
+    pub(crate) fn stored(&self) -> Option<&'a StoredBatch<U>> {
+        self.blocks.map(|blocks| blocks.stored)
+    }
+
+    /// The columns of block `block` of the stored batch this cursor reads, pinned in its
+    /// handle (the cursor's position does not change).
+    pub(crate) fn block_view(&self, block: usize) -> BatchView<'a, U> {
+        let blocks = self.blocks.expect("a stored batch's cursor");
+        blocks.stored.view(blocks.pins, block)
+    }
+
+    /// Key `index` of the columns in view.
     #[inline(always)]
     pub fn key_at(&self, index: usize) -> Ref<'a, U::Key> {
         self.view.keys.get(index)

@@ -9,9 +9,11 @@
 use crate::batch::Batch;
 use crate::snapshot::TraceSnapshot;
 use crate::spine::{Spine, SpineConfig};
+use ripple_storage::Storage;
 use ripple_updates::{Antichain, AntichainRef, PartialOrder, Update};
 use std::cell::RefCell;
 use std::rc::Rc;
+use std::sync::Arc;
 use timely::progress::frontier::MutableAntichain;
 use timely::progress::Timestamp;
 
@@ -63,6 +65,12 @@ pub struct TraceHandle<U: Update> {
 impl<U: Update> TraceHandle<U> {
     /// A new, empty trace and its first handle, holding both frontiers at the minimal time.
     pub fn new(config: SpineConfig) -> Self {
+        Self::with_storage(config, None)
+    }
+
+    /// Like [`TraceHandle::new`], with a spine that writes batches out to `storage` when the
+    /// process is over its memory budget (see [`Spine::with_storage`]).
+    pub fn with_storage(config: SpineConfig, storage: Option<Arc<Storage>>) -> Self {
         let minimum = Antichain::from_elem(U::Time::minimum());
         let mut logical_holds = MutableAntichain::new();
         logical_holds.update_iter([(U::Time::minimum(), 1)]);
@@ -70,7 +78,7 @@ impl<U: Update> TraceHandle<U> {
         physical_holds.update_iter([(U::Time::minimum(), 1)]);
         Self {
             shared: Rc::new(RefCell::new(Shared {
-                spine: Spine::new(config),
+                spine: Spine::with_storage(config, storage),
                 logical_holds,
                 physical_holds,
             })),

@@ -5,6 +5,9 @@
 //!   [`history`] are its compact encodings; `columns` holds helpers the levels share, and
 //!   `map_times` rewrites a batch's times. [`block`] lays a batch's columns out as words and
 //!   reads them back in place, as [`BatchView`]s.
+//! - [`file`]: the batch file format, a batch's columns in checksummed blocks (of
+//!   [`block`]'s layout) with a footer index; [`stored`]: a batch kept in such a file, read
+//!   block by block through `ripple_storage`'s block cache, pinned by the reading handle.
 //! - [`builder`]: sorted, consolidated updates (a sealed chain) to a batch, without sorting.
 //! - [`cursor`]: [`BatchCursor`] navigates one batch with borrowed items; [`trace_cursor`]
 //!   merges several on the fly.
@@ -49,6 +52,7 @@ pub mod builder;
 mod columns;
 pub mod cursor;
 pub mod description;
+pub mod file;
 pub mod handle;
 pub mod history;
 pub mod lookup;
@@ -57,6 +61,7 @@ pub mod merge;
 pub mod offsets;
 pub mod snapshot;
 pub mod spine;
+pub mod stored;
 pub mod trace_cursor;
 
 pub use batch::{Batch, BatchView};

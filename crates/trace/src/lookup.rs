@@ -25,6 +25,7 @@
 //! key from each before moving on.
 
 use crate::columns::KEY_FENCE;
+use crate::cursor::BatchCursor;
 use crate::trace_cursor::TraceCursor;
 use columnar::{Columnar, Index, Len, Ref};
 use ripple_updates::search::gallop;
@@ -192,6 +193,10 @@ pub fn start<'p, U: Update, P>(
         U::Key::reborrow(probes.get(probe_count - 1)),
     );
     for (batch, hits) in cursor.cursors.iter().zip(scratch.hits.iter_mut()) {
+        if batch.stored().is_some() {
+            intersect_stored(batch, probes, hits);
+            continue;
+        }
         let key_count = batch.key_count();
         let key = |index: usize| U::Key::reborrow(batch.key_at(index));
         let probe = |index: usize| U::Key::reborrow(probes.get(index));
@@ -235,6 +240,56 @@ pub fn start<'p, U: Update, P>(
             let search = |from: usize, target| batch.search_key(from, target);
             intersect_galloping(probe_count, key_count, probe, key, search, hits);
         }
+    }
+}
+
+/// Appends to `hits` the `(probe, key)` index pairs of a stored batch's keys among the probes,
+/// as RocksDB's MultiGet reads a file: the file's index routes each run of probes to the one
+/// block whose key range can hold them, skipping blocks (and probes) that no probe (key) falls
+/// in, and each block with probes in its range is read once for all of them.
+fn intersect_stored<'p, U: Update, P>(
+    batch: &BatchCursor<'_, U>,
+    probes: P,
+    hits: &mut Vec<(u32, u32)>,
+) where
+    P: Index<Ref = Ref<'p, U::Key>> + Len + Copy,
+{
+    let stored = batch.stored().expect("a stored batch");
+    let index = stored.index();
+    let (probe_count, block_count) = (probes.len(), stored.block_count());
+    let probe = |i: usize| U::Key::reborrow(probes.get(i));
+    let (mut next, mut block) = (0, 0);
+    while next < probe_count {
+        block = index.block_not_before(block, probes.get(next));
+        if block == block_count {
+            return;
+        }
+        let (first, last) = index.key_range(block);
+        let (first, last) = (U::Key::reborrow(first), U::Key::reborrow(last));
+        next = gallop(next, probe_count, |i| probe(i) < first);
+        let end = gallop(next, probe_count, |i| probe(i) <= last);
+        if next == end {
+            continue;
+        }
+        let view = batch.block_view(block);
+        let key = |i: usize| U::Key::reborrow(view.keys.get(i));
+        let key_count = view.keys.len();
+        let search = |from: usize, target| gallop(from, key_count, |i| key(i) < target);
+        let start = hits.len();
+        intersect_galloping(
+            end - next,
+            key_count,
+            |i| probe(next + i),
+            key,
+            search,
+            hits,
+        );
+        let base = index.key_start(block) as u32;
+        for hit in &mut hits[start..] {
+            *hit = (hit.0 + next as u32, hit.1 + base);
+        }
+        next = end;
+        block += 1;
     }
 }
 
@@ -505,7 +560,7 @@ fn prefetch_ahead<U: Update>(cursor: &TraceCursor<'_, U>, scratch: &LookupScratc
     for &batch in &cursor.at_key {
         let (hits, next) = (&scratch.hits[batch], scratch.next[batch]);
         let batch_cursor = &cursor.cursors[batch];
-        if batch_cursor.fence_count() == 0 {
+        if batch_cursor.fence_count() == 0 || batch_cursor.stored().is_some() {
             continue;
         }
         for stage in 0..3 {

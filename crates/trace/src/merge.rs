@@ -89,10 +89,10 @@ impl<U: Update> Merge<U> {
             advance,
         } = self;
         let since = description.since.borrow();
-        let mut a = older.cursor();
-        let mut b = newer.cursor();
-        a.set_key_index(*older_key);
-        b.set_key_index(*newer_key);
+        // Fresh handles: a stored input's blocks stay pinned for this call's work only.
+        let (older, newer) = (older.clone(), newer.clone());
+        let mut a = older.cursor_at(*older_key);
+        let mut b = newer.cursor_at(*newer_key);
         while *fuel > 0 {
             let spent = match (a.get_key(), b.get_key()) {
                 (None, None) => break,

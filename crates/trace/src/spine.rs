@@ -56,8 +56,10 @@ use crate::builder::Builder;
 use crate::description::Description;
 use crate::merge::{advancing_may_move, Merge};
 use crate::snapshot::TraceSnapshot;
+use ripple_storage::Storage;
 use ripple_updates::{Antichain, AntichainRef, Lattice, PartialOrder, Update};
 use std::collections::VecDeque;
+use std::sync::Arc;
 
 /// Tuning for a spine.
 #[derive(Clone, Copy, Debug)]
@@ -141,6 +143,19 @@ pub struct Spine<U: Update> {
     admitted_at_meet: usize,
     /// Updates admitted during the last outer step that ended.
     step_admitted: usize,
+    /// Where batches go when the process's arrangements exceed its memory budget (see
+    /// [`Spine::with_storage`]), and the bytes of in-memory batches this spine has reported
+    /// to it.
+    storage: Option<Arc<Storage>>,
+    reported_bytes: usize,
+}
+
+impl<U: Update> Drop for Spine<U> {
+    fn drop(&mut self) {
+        if let Some(storage) = &self.storage {
+            storage.account(0, self.reported_bytes);
+        }
+    }
 }
 
 /// Emptied builders kept for the next merges: a spine fed one small batch per step merges
@@ -206,6 +221,15 @@ fn level_of(len: usize) -> usize {
 impl<U: Update> Spine<U> {
     /// An empty spine whose first batch must start at the minimal time.
     pub fn new(config: SpineConfig) -> Self {
+        Self::with_storage(config, None)
+    }
+
+    /// An empty spine that writes batches out to `storage` when the in-memory batches of all
+    /// spines of the process take more than its budget allows: the biggest batch of the highest
+    /// level first (the oldest and largest), one at a time until they fit again. Pending
+    /// batches, and the inputs of merges in progress, stay in memory: fresh batches are small,
+    /// and a merge's result is written out once it is placed.
+    pub fn with_storage(config: SpineConfig, storage: Option<Arc<Storage>>) -> Self {
         use timely::progress::Timestamp;
         let minimum = Antichain::from_elem(U::Time::minimum());
         Self {
@@ -223,6 +247,8 @@ impl<U: Update> Spine<U> {
             meet_seen: None,
             admitted_at_meet: 0,
             step_admitted: 0,
+            storage,
+            reported_bytes: 0,
         }
     }
 
@@ -288,6 +314,40 @@ impl<U: Update> Spine<U> {
             self.tidy();
         }
         self.compact_if_due();
+        self.settle();
+    }
+
+    /// With storage: reports this spine's in-memory bytes to it, and writes batches out while
+    /// the process is over its budget (see [`Spine::with_storage`]). A batch that cannot be
+    /// written ends the worker with the error (see `ripple_storage::Storage::fail`).
+    fn settle(&mut self) {
+        let Some(storage) = self.storage.clone() else {
+            return;
+        };
+        loop {
+            let bytes = self.heap_bytes();
+            storage.account(bytes, self.reported_bytes);
+            self.reported_bytes = bytes;
+            if !storage.over_budget() {
+                return;
+            }
+            let Some(level) = self.level_to_spill() else {
+                return;
+            };
+            let Level::Single(batch, _) = &mut self.levels[level] else {
+                unreachable!("level_to_spill names a single batch")
+            };
+            match batch.write_to(&storage) {
+                Ok(stored) => *batch = stored,
+                Err(error) => storage.fail(error),
+            }
+        }
+    }
+
+    /// The highest level holding a single non-empty batch in memory.
+    fn level_to_spill(&self) -> Option<usize> {
+        let in_memory = |level: &Level<U>| matches!(level, Level::Single(batch, _) if !batch.is_empty() && !batch.is_stored());
+        self.levels.iter().rposition(in_memory)
     }
 
     /// Merges every admitted batch into one when a whole compaction is due (see the module
@@ -386,6 +446,7 @@ impl<U: Update> Spine<U> {
             let weight = batch.len().max(1);
             self.place(level_of(weight), batch, weight);
         }
+        self.settle();
     }
 
     /// Puts a newly admitted batch, the newest of all, at its level.

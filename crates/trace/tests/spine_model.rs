@@ -7,9 +7,11 @@
 //! must equal the model's.
 
 use proptest::prelude::*;
+use ripple_storage::{SpillDir, Storage, StorageSettings};
 use ripple_trace::{Batch, Builder, Description, LookupScratch, Spine, SpineConfig};
 use ripple_updates::{Antichain, Lattice, PartialOrder, Product, Time};
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 /// What a program does.
 #[derive(Clone, Debug)]
@@ -171,7 +173,36 @@ fn seeks_at(
 /// Runs `steps` on times made by `time_of` from a counter (totally ordered here; see the
 /// product-time test below).
 fn run(steps: Vec<Step>, config: SpineConfig, probes: Vec<u64>) -> Result<(), TestCaseError> {
-    let mut spine = Spine::<(u64, u64, u64, i64)>::new(config);
+    run_with(steps, config, probes, None)
+}
+
+/// [`run`] with a spine that spills to `storage`; afterwards, every file it wrote is gone.
+fn run_with(
+    steps: Vec<Step>,
+    config: SpineConfig,
+    probes: Vec<u64>,
+    storage: Option<Arc<Storage>>,
+) -> Result<(), TestCaseError> {
+    let spine = Spine::<(u64, u64, u64, i64)>::with_storage(config, storage.clone());
+    run_on(spine, steps, probes)?;
+    if let Some(storage) = storage {
+        let stats = storage.stats();
+        prop_assert_eq!(
+            stats.files_written,
+            stats.files_deleted,
+            "files left behind"
+        );
+        prop_assert_eq!(stats.cache.resident_bytes, stats.cache.cached_bytes);
+        prop_assert_eq!(stats.batch_bytes, 0);
+    }
+    Ok(())
+}
+
+fn run_on(
+    mut spine: Spine<(u64, u64, u64, i64)>,
+    steps: Vec<Step>,
+    probes: Vec<u64>,
+) -> Result<(), TestCaseError> {
     let mut model: Vec<(u64, u64, u64, i64)> = Vec::new();
     let (mut upper, mut logical, mut physical) = (0u64, 0u64, 0u64);
     let mut probes = probes;
@@ -292,6 +323,25 @@ proptest! {
         probes in proptest::collection::vec(0u64..14, 0..8),
     ) {
         run(steps, SpineConfig { effort, compaction_min, compaction_share }, probes)?;
+    }
+
+    /// The same with storage: a budget that spills nearly everything (or everything), blocks
+    /// of a few updates, and a cache of nothing or of a few blocks.
+    #[test]
+    fn spilling_spine_matches_model(
+        steps in proptest::collection::vec(step(), 1..40),
+        effort in prop_oneof![Just(1usize), Just(4)],
+        compaction_min in prop_oneof![Just(16usize), Just(usize::MAX)],
+        probes in proptest::collection::vec(0u64..14, 0..8),
+        budget in prop_oneof![Just(0usize), Just(2000)],
+        cache_bytes in prop_oneof![Just(0usize), Just(1000)],
+        block_updates in 1usize..8,
+    ) {
+        let settings = StorageSettings { memory_budget: budget.max(cache_bytes), cache_bytes, block_updates };
+        let spill = SpillDir::new_in_temp().expect("a spill directory");
+        let storage = Arc::new(Storage::in_spill_dir(spill, settings));
+        let config = SpineConfig { effort, compaction_min, compaction_share: 4 };
+        run_with(steps, config, probes, Some(storage))?;
     }
 }
 

@@ -65,7 +65,10 @@ where
 {
     let config = RippleConfig::of(collection.scope().worker());
     let lockstep = config.holds_meets(&collection.scope().addr());
-    let reader = TraceAgent::new(TraceHandle::<(K, V, T, R)>::new(config.spine));
+    let reader = TraceAgent::new(TraceHandle::<(K, V, T, R)>::with_storage(
+        config.spine,
+        config.storage.clone(),
+    ));
     let mut writer = reader.handle.clone();
     let announcer = reader.clone_without_holds();
     // The writer reads nothing: only readers' holds should keep history alive.

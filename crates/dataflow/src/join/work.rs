@@ -47,7 +47,7 @@ where
         emit: &mut impl FnMut(Ref<'_, K>, Ref<'_, VB>, Ref<'_, VT>, T, R3),
     ) -> bool {
         let key_count = self.batch.key_count();
-        let keys = self.batch.keys();
+        let keys = (self.batch.keys()).expect("an arrangement sends batches in memory");
         let mut batch_cursor = self.batch.cursor();
         let mut trace_cursor = self.trace.cursor();
         let mut batch_history = KeyUpdates::<VB, T, RB>::default();

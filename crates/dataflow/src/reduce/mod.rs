@@ -173,7 +173,10 @@ where
             local_input: !self.trace.imported,
             probe_run: config.probe_run,
         };
-        let reader = TraceAgent::new(TraceHandle::<(K, V2, T, R2)>::new(config.spine));
+        let reader = TraceAgent::new(TraceHandle::<(K, V2, T, R2)>::with_storage(
+            config.spine,
+            config.storage.clone(),
+        ));
         let mut state = ReduceState::new(
             settings,
             self.trace.handle.clone(),

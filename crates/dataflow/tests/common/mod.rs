@@ -8,6 +8,7 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use ripple_batcher::BatcherConfig;
 use ripple_dataflow::{Captured, InputSession, RippleConfig};
+use ripple_storage::{SpillDir, Storage, StorageSettings};
 use std::sync::Arc;
 
 #[allow(unused_imports)] // each test binary uses its own part of the harness
@@ -67,6 +68,9 @@ pub struct Setup {
     /// [`RippleConfig::lockstep_iterations`]: reduces in loops hold one capability at the meet
     /// of their pending times (with more than one worker).
     pub lockstep: bool,
+    /// With `Some((memory_budget, cache_bytes))`, arrangements spill to a storage tier of that
+    /// budget and cache, in blocks of a few updates.
+    pub storage: Option<(usize, usize)>,
 }
 
 impl Default for Setup {
@@ -78,8 +82,21 @@ impl Default for Setup {
             chunk_bytes: BatcherConfig::default().chunk_bytes_max,
             probe_run: RippleConfig::PROBE_RUN_DEFAULT,
             lockstep: false,
+            storage: None,
         }
     }
+}
+
+/// A storage tier of `memory_budget` (of which `cache_bytes` for the cache) in a fresh spill
+/// directory, with blocks of about four updates so that batches span many blocks.
+pub fn tiny_storage(memory_budget: usize, cache_bytes: usize) -> Arc<Storage> {
+    let settings = StorageSettings {
+        memory_budget: memory_budget.max(cache_bytes),
+        cache_bytes,
+        block_updates: 4,
+    };
+    let spill = SpillDir::new_in_temp().expect("a spill directory");
+    Arc::new(Storage::in_spill_dir(spill, settings))
 }
 
 /// Feeds `workload` to `program` on this worker (worker 0 supplies the data) and runs until
@@ -140,10 +157,14 @@ pub fn run_ripple(workload: &Workload, setup: Setup, program: RippleProgram) -> 
     } else {
         timely::Config::process(setup.workers)
     };
+    let storage = setup
+        .storage
+        .map(|(budget, cache)| tiny_storage(budget, cache));
     RippleConfig {
         batcher: BatcherConfig::with_chunk_bytes(setup.chunk_bytes),
         probe_run: setup.probe_run,
         lockstep_iterations: setup.lockstep,
+        storage: storage.clone(),
         ..RippleConfig::default()
     }
     .install(&mut config.worker);
@@ -153,6 +174,14 @@ pub fn run_ripple(workload: &Workload, setup: Setup, program: RippleProgram) -> 
     .expect("timely starts");
     for result in guards.join() {
         result.expect("worker completes");
+    }
+    if let Some(storage) = storage {
+        let stats = storage.stats();
+        assert_eq!(
+            stats.files_written, stats.files_deleted,
+            "files left behind"
+        );
+        assert_eq!(stats.batch_bytes, 0, "spines still accounted for");
     }
     captured.consolidated()
 }

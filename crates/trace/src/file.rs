@@ -2,26 +2,29 @@
 //!
 //! ```text
 //! file    := block* footer trailer          (every part a whole number of 8-byte words)
-//! block   := ripple_trace::block of the batch's columns for a run of whole keys
+//! block   := crate::block of the batch's columns for a run of whole keys
 //! footer  := columnar indexed frame of (block offsets, block CRC-32Cs, each block's first key,
-//!            each block's last key, (lower, upper, since), [updates, keys])
+//!            each block's last key, each block's first key index, (lower, upper, since),
+//!            [updates, keys, values])
 //! trailer := [footer words, CRC-32C of the footer << 32 | version, magic]   (three u64s)
 //! ```
 //!
 //! A reader opens a file by its trailer: the magic and version say it is a batch file this
 //! code can read, the footer's checksum that the index is intact. Each block is read on its own
-//! ([`BatchFile::block`]) and checked against its checksum before it is decoded, so a flipped
-//! byte anywhere is an error naming the file and the block, never a wrong output or a panic.
-//! The footer's key range of each block lets a reader go to the blocks a key can be in. Words
-//! are stored in the machine's byte order (little-endian on every target ripple builds for).
+//! ([`FileIndex::read_block`]) and checked against its checksum before it is decoded, so a
+//! flipped byte anywhere is an error naming the file and the block, never a wrong output or a
+//! panic. The footer's key range of each block lets a reader go to the blocks a key can be in
+//! without reading any. Words are stored in the machine's byte order (little-endian on every
+//! target ripple builds for).
 
-use crate::error::StorageError;
-use crate::store::FileStore;
+use crate::batch::Batch;
+use crate::block;
+use crate::builder::Builder;
+use crate::description::Description;
 use columnar::bytes::indexed;
 use columnar::{Borrow, BorrowedOf, Columnar, Container, ContainerOf, FromBytes, Index, Len, Push};
-use ripple_trace::{block, Batch, BatchView, Builder, Description};
+use ripple_storage::{FileReader, FileStore, StorageError};
 use ripple_updates::{Antichain, Update};
-use std::path::PathBuf;
 
 /// The first eight bytes of a batch file's last word: `RPLBATCH`.
 const MAGIC: u64 = u64::from_le_bytes(*b"RPLBATCH");
@@ -35,10 +38,8 @@ const TRAILER_BYTES: u64 = TRAILER_WORDS as u64 * 8;
 
 /// The footer's columns (see the module documentation).
 type Footer<'a, K, T> = (
-    &'a [u64],
-    &'a [u32],
-    BorrowedOf<'a, K>,
-    BorrowedOf<'a, K>,
+    (&'a [u64], &'a [u32]),
+    (BorrowedOf<'a, K>, BorrowedOf<'a, K>, &'a [u64]),
     (BorrowedOf<'a, T>, BorrowedOf<'a, T>, BorrowedOf<'a, T>),
     &'a [u64],
 );
@@ -48,11 +49,19 @@ fn checksum(words: &[u64]) -> u32 {
     crc32c::crc32c(bytemuck::cast_slice(words))
 }
 
+/// A batch's sizes, as its file's footer records them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Counts {
+    pub updates: usize,
+    pub keys: usize,
+    pub vals: usize,
+}
+
 /// Writes `batch` as the batch file `name` in `store`, in blocks of whole keys holding about
 /// `block_updates` updates each (at least one key per block). Returns the file's length in
 /// bytes. On error no file of that name is left (see [`FileStore::write`]).
-pub fn write_batch<U: Update, S: FileStore + ?Sized>(
-    store: &S,
+pub fn write_batch<U: Update>(
+    store: &dyn FileStore,
     name: &str,
     batch: &Batch<U>,
     block_updates: usize,
@@ -63,9 +72,11 @@ pub fn write_batch<U: Update, S: FileStore + ?Sized>(
     let mut crcs: Vec<u32> = Vec::new();
     let mut first_keys = ContainerOf::<U::Key>::default();
     let mut last_keys = ContainerOf::<U::Key>::default();
+    let mut key_starts = vec![0u64];
     let mut builder = Builder::<U>::new();
     let mut history: Vec<(U::Time, U::Diff)> = Vec::new();
     let mut cursor = batch.cursor();
+    let mut keys = 0u64;
     while let Some(key) = cursor.get_key() {
         if builder.is_empty() {
             first_keys.push(key);
@@ -79,23 +90,31 @@ pub fn write_batch<U: Update, S: FileStore + ?Sized>(
             cursor.step_val();
         }
         cursor.step_key();
+        keys += 1;
         if builder.len() >= block_updates.max(1) || cursor.get_key().is_none() {
             last_keys.push(key);
+            key_starts.push(keys);
             let start = words.len();
-            block::encode(builder.build(description.clone()).view(), &mut words);
+            let block = builder.build(description.clone());
+            block::encode(
+                block.view().expect("a block is built in memory"),
+                &mut words,
+            );
             crcs.push(checksum(&words[start..]));
             offsets.push(words.len() as u64 * 8);
         }
     }
-    let counts = [batch.len() as u64, batch.key_count() as u64];
+    let counts = [
+        batch.len() as u64,
+        batch.key_count() as u64,
+        batch.val_count() as u64,
+    ];
     let lower = column_of::<U::Time>(description.lower.elements());
     let upper = column_of::<U::Time>(description.upper.elements());
     let since = column_of::<U::Time>(description.since.elements());
     let footer: Footer<'_, U::Key, U::Time> = (
-        &offsets,
-        &crcs,
-        first_keys.borrow(),
-        last_keys.borrow(),
+        (&offsets, &crcs),
+        (first_keys.borrow(), last_keys.borrow(), &key_starts),
         (lower.borrow(), upper.borrow(), since.borrow()),
         &counts,
     );
@@ -114,32 +133,32 @@ pub fn write_batch<U: Update, S: FileStore + ?Sized>(
     Ok(((words.len() + TRAILER_WORDS) * 8) as u64)
 }
 
-/// An open batch file: its index and description, read once; blocks are read on demand.
-pub struct BatchFile<'s, U: Update, S: FileStore + ?Sized> {
-    store: &'s S,
-    name: String,
+/// A batch file's index and description, read once when it is opened; blocks are read on
+/// demand with [`FileIndex::read_block`].
+pub struct FileIndex<U: Update> {
     /// Byte offsets of the blocks: block `i` is `offsets[i]..offsets[i + 1]`.
     offsets: Vec<u64>,
     crcs: Vec<u32>,
     first_keys: ContainerOf<U::Key>,
     last_keys: ContainerOf<U::Key>,
+    /// The index in the batch of each block's first key, and the key count last.
+    key_starts: Vec<usize>,
     description: Description<U::Time>,
-    updates: u64,
+    counts: Counts,
 }
 
-impl<'s, U: Update, S: FileStore + ?Sized> BatchFile<'s, U, S> {
-    /// Opens the batch file `name` of `store`: checks its trailer and its footer's checksum
-    /// and layout, and reads the index.
-    pub fn open(store: &'s S, name: &str) -> Result<Self, StorageError> {
-        let path = store.path(name);
-        let corrupt = |what: String| StorageError::corrupt(&path, what);
-        let len = store.len(name)?;
-        if len % 8 != 0 || len < TRAILER_BYTES {
+impl<U: Update> FileIndex<U> {
+    /// Reads the index of the batch file open in `reader`: checks its trailer, and its
+    /// footer's checksum and layout.
+    pub fn open(reader: &dyn FileReader) -> Result<Self, StorageError> {
+        let corrupt = |what: String| StorageError::corrupt(reader.path(), what);
+        let len = reader.len();
+        if !len.is_multiple_of(8) || len < TRAILER_BYTES {
             return Err(corrupt(format!("{len} bytes is not a batch file")));
         }
-        let trailer = store.read(name, len - TRAILER_BYTES..len)?;
+        let trailer = reader.read(len - TRAILER_BYTES..len)?;
         let [footer_words, crc_and_version, magic] = trailer[..] else {
-            unreachable!("three words were read")
+            return Err(corrupt("a short read of the trailer".into()));
         };
         if magic != MAGIC {
             return Err(corrupt("not a batch file (wrong magic number)".into()));
@@ -159,34 +178,33 @@ impl<'s, U: Update, S: FileStore + ?Sized> BatchFile<'s, U, S> {
             )));
         };
         let footer_start = len - TRAILER_BYTES - footer_bytes;
-        let words = store.read(name, footer_start..len - TRAILER_BYTES)?;
+        let words = reader.read(footer_start..len - TRAILER_BYTES)?;
         if checksum(&words) != (crc_and_version >> 32) as u32 {
             return Err(corrupt("footer: checksum mismatch".into()));
         }
-        Self::from_footer(store, name, &words, footer_start)
-            .map_err(|what| corrupt(format!("footer: {what}")))
+        Self::from_footer(&words, footer_start).map_err(|what| corrupt(format!("footer: {what}")))
     }
 
-    /// The file's index from its footer's words (checksummed), which start at byte
-    /// `footer_start`.
-    fn from_footer(
-        store: &'s S,
-        name: &str,
-        words: &[u64],
-        footer_start: u64,
-    ) -> Result<Self, String> {
+    /// The index from its footer's words (checksummed), which start at byte `footer_start`.
+    fn from_footer(words: &[u64], footer_start: u64) -> Result<Self, String> {
         indexed::validate::<Footer<'_, U::Key, U::Time>>(words)?;
         let decoded = indexed::DecodedStore::new(words);
-        let (offsets, crcs, first_keys, last_keys, (lower, upper, since), counts) =
+        let ((offsets, crcs), (first_keys, last_keys, key_starts), (lower, upper, since), counts) =
             <Footer<'_, U::Key, U::Time> as FromBytes>::from_store(&decoded, &mut 0);
         let blocks = crcs.len();
         let consistent = offsets.len() == blocks + 1
             && first_keys.len() == blocks
             && last_keys.len() == blocks
-            && counts.len() == 2
+            && key_starts.len() == blocks + 1
+            && counts.len() == 3
+            && key_starts.first() == Some(&0)
+            && key_starts.last() == Some(&counts[1])
+            && key_starts.windows(2).all(|w| w[0] < w[1])
             && offsets.first() == Some(&0)
             && offsets.last() == Some(&footer_start)
-            && offsets.windows(2).all(|w| w[0] < w[1] && w[1] % 8 == 0);
+            && offsets
+                .windows(2)
+                .all(|w| w[0] < w[1] && w[1].is_multiple_of(8));
         if !consistent {
             return Err(format!(
                 "an index of {blocks} blocks that does not fit the file"
@@ -198,24 +216,22 @@ impl<'s, U: Update, S: FileStore + ?Sized> BatchFile<'s, U, S> {
                 .collect()
         };
         Ok(Self {
-            store,
-            name: name.to_string(),
             offsets: offsets.to_vec(),
             crcs: crcs.to_vec(),
             first_keys: owned::<U::Key>(first_keys),
             last_keys: owned::<U::Key>(last_keys),
+            key_starts: key_starts.iter().map(|&k| k as usize).collect(),
             description: Description::with_since(
                 antichain(lower),
                 antichain(upper),
                 antichain(since),
             ),
-            updates: counts[0],
+            counts: Counts {
+                updates: counts[0] as usize,
+                keys: counts[1] as usize,
+                vals: counts[2] as usize,
+            },
         })
-    }
-
-    /// The path of the file, for messages.
-    pub fn path(&self) -> PathBuf {
-        self.store.path(&self.name)
     }
 
     /// The batch's description.
@@ -223,14 +239,9 @@ impl<'s, U: Update, S: FileStore + ?Sized> BatchFile<'s, U, S> {
         &self.description
     }
 
-    /// The number of updates in the batch.
-    pub fn len(&self) -> u64 {
-        self.updates
-    }
-
-    /// True when the batch holds no update.
-    pub fn is_empty(&self) -> bool {
-        self.updates == 0
+    /// The batch's sizes.
+    pub fn counts(&self) -> Counts {
+        self.counts
     }
 
     /// The number of blocks.
@@ -249,39 +260,52 @@ impl<'s, U: Update, S: FileStore + ?Sized> BatchFile<'s, U, S> {
         )
     }
 
-    /// Reads block `index` and checks it: its checksum, then its layout.
-    pub fn block(&self, index: usize) -> Result<Block<U>, StorageError> {
+    /// The index in the batch of block `index`'s first key (of `block_count()`: the key count).
+    #[inline]
+    pub fn key_start(&self, index: usize) -> usize {
+        self.key_starts[index]
+    }
+
+    /// The block holding the batch's key `key` (a key index below the key count).
+    pub fn block_of_key_index(&self, key: usize) -> usize {
+        self.key_starts.partition_point(|&start| start <= key) - 1
+    }
+
+    /// The first block at or after `from` whose last key is `>= target` (the block count if
+    /// none): the block where a search for `target` from block `from` lands.
+    pub fn block_not_before(&self, from: usize, target: columnar::Ref<'_, U::Key>) -> usize {
+        let last_keys = self.last_keys.borrow();
+        let target = U::Key::reborrow(target);
+        ripple_updates::search::gallop(from, self.block_count(), |index| {
+            U::Key::reborrow(last_keys.get(index)) < target
+        })
+    }
+
+    /// Heap bytes of the index.
+    pub fn heap_bytes(&self) -> usize {
+        use crate::columns::payload_bytes;
+        self.offsets.capacity() * 8
+            + self.crcs.capacity() * 4
+            + self.key_starts.capacity() * 8
+            + payload_bytes::<U::Key>(&self.first_keys)
+            + payload_bytes::<U::Key>(&self.last_keys)
+    }
+
+    /// Reads block `index` from `reader` and checks it: its checksum, then its layout.
+    pub fn read_block(
+        &self,
+        reader: &dyn FileReader,
+        index: usize,
+    ) -> Result<Vec<u64>, StorageError> {
         let range = self.offsets[index]..self.offsets[index + 1];
-        let words = self.store.read(&self.name, range)?;
-        let corrupt = |what: String| StorageError::corrupt(self.path(), what);
+        let words = reader.read(range)?;
+        let corrupt = |what: String| StorageError::corrupt(reader.path(), what);
         if checksum(&words) != self.crcs[index] {
             return Err(corrupt(format!("block {index}: checksum mismatch")));
         }
         let view_is_valid = block::decode::<U>(&words).map(|_| ());
         view_is_valid.map_err(|what| corrupt(format!("block {index}: {what}")))?;
-        Ok(Block {
-            words,
-            marker: std::marker::PhantomData,
-        })
-    }
-}
-
-/// A block read from a batch file, checked: its columns are read in place through
-/// [`Block::view`].
-pub struct Block<U: Update> {
-    words: Vec<u64>,
-    marker: std::marker::PhantomData<U>,
-}
-
-impl<U: Update> Block<U> {
-    /// The block's columns, pointing into its words.
-    pub fn view(&self) -> BatchView<'_, U> {
-        block::decode::<U>(&self.words).expect("a block is checked when it is read")
-    }
-
-    /// The block's size in bytes.
-    pub fn byte_len(&self) -> usize {
-        self.words.len() * 8
+        Ok(words)
     }
 }
 

@@ -3,12 +3,13 @@
 //! rows; a failed write leaves no file behind.
 
 use proptest::prelude::*;
-use ripple_storage::{write_batch, BatchFile, FileStore, LocalDir, StorageError};
-use ripple_trace::{Batch, Builder, Description};
+use ripple_storage::{FileReader, FileStore, LocalDir, Storage, StorageError, StorageSettings};
+use ripple_trace::file::write_batch;
+use ripple_trace::{Batch, Builder, Description, LookupScratch, TraceSnapshot};
 use ripple_updates::{Antichain, Product};
-use std::ops::Range;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 
 type Time = Product<u64, u32>;
 type U = (String, u64, Time, i64);
@@ -31,6 +32,21 @@ impl Scratch {
     fn dir(&self) -> LocalDir {
         LocalDir::new(&self.0).expect("the scratch directory")
     }
+
+    /// A storage tier in this directory, with blocks of about `block_updates` and a cache of
+    /// `cache_bytes`.
+    fn storage(&self, block_updates: usize, cache_bytes: usize) -> Arc<Storage> {
+        storage_on(Box::new(self.dir()), block_updates, cache_bytes)
+    }
+}
+
+fn storage_on(store: Box<dyn FileStore>, block_updates: usize, cache_bytes: usize) -> Arc<Storage> {
+    let settings = StorageSettings {
+        memory_budget: cache_bytes,
+        cache_bytes,
+        block_updates,
+    };
+    Arc::new(Storage::with_store(store, None, settings))
 }
 
 impl Drop for Scratch {
@@ -65,62 +81,91 @@ fn rows() -> impl Strategy<Value = Vec<Row>> {
     proptest::collection::vec((key, 0u64..5, time, -2i64..3), 0..200)
 }
 
-/// Every row of every block of the file, in order.
-fn rows_of_file<S: FileStore>(file: &BatchFile<'_, U, S>) -> Result<Vec<Row>, StorageError> {
-    let mut rows = Vec::new();
-    for index in 0..file.block_count() {
-        let block = file.block(index)?;
-        let mut cursor = block.view().cursor();
-        while let Some(key) = cursor.get_key() {
-            while let Some(val) = cursor.get_val() {
-                cursor.map_times(|time, diff| {
-                    let key = String::from_utf8_lossy(key).into_owned();
-                    rows.push((key, *val, Product::new(*time.outer, *time.inner), *diff))
-                });
-                cursor.step_val();
-            }
-            cursor.step_key();
-        }
-    }
-    Ok(rows)
+/// The batch file `name` opened and every block checked, then its rows.
+fn rows_of_file(storage: &Arc<Storage>, name: &str) -> Result<Vec<Row>, StorageError> {
+    let batch = Batch::<U>::open_file(storage, name)?;
+    batch.check_blocks()?;
+    Ok(batch.to_rows())
 }
 
-/// A batch of a few hundred updates with String keys, written in blocks of about 16.
-fn written() -> (Scratch, Batch<U>) {
+/// A batch of a few hundred updates with String keys, written in blocks of about 16 as the
+/// file `batch`.
+fn written() -> (Scratch, Arc<Storage>, Batch<U>) {
     let scratch = Scratch::new();
     let rows = (0..300u64)
         .map(|i| (format!("key{:03}", i / 3), i % 5, Product::new(i % 4, 0), 1))
         .collect();
     let batch = batch_of(rows);
-    write_batch(&scratch.dir(), "batch", &batch, 16).expect("the file is written");
-    (scratch, batch)
+    let storage = scratch.storage(16, 0);
+    write_batch(storage.store(), "batch", &batch, 16).expect("the file is written");
+    (scratch, storage, batch)
+}
+
+/// Owned rows of the values of `found`'s key.
+fn found_rows(snapshot: &TraceSnapshot<U>, probes: &[String]) -> Vec<Row> {
+    let mut column = <String as columnar::Columnar>::Container::default();
+    for probe in probes {
+        columnar::Push::push(&mut column, probe);
+    }
+    let mut rows = Vec::new();
+    let mut scratch = LookupScratch::default();
+    snapshot.lookup(
+        columnar::Borrow::borrow(&column),
+        &mut scratch,
+        |_, vals| {
+            let key = String::from_utf8_lossy(vals.key()).into_owned();
+            while let Some(val) = vals.get_val() {
+                vals.map_times(|time, diff| {
+                    rows.push((
+                        key.clone(),
+                        *val,
+                        Product::new(*time.outer, *time.inner),
+                        *diff,
+                    ))
+                });
+                vals.step_val();
+            }
+        },
+    );
+    rows
 }
 
 proptest! {
+    /// A batch written and read back is the same batch: its rows, its description, its
+    /// cursors' seeks and its lookups, whatever the block size and the cache.
     #[test]
-    fn files_round_trip(rows in rows(), block_updates in 1usize..40) {
+    fn files_round_trip(
+        rows in rows(),
+        block_updates in 1usize..40,
+        cache in prop_oneof![Just(0usize), Just(1 << 20)],
+        targets in proptest::collection::vec("[a-z]{0,3}", 0..12),
+    ) {
         let scratch = Scratch::new();
-        let dir = scratch.dir();
+        let storage = scratch.storage(block_updates, cache);
         let batch = batch_of(rows);
-        write_batch(&dir, "batch", &batch, block_updates).expect("the file is written");
-        let file = BatchFile::<U, _>::open(&dir, "batch").expect("the file opens");
-        prop_assert_eq!(file.description(), batch.description());
-        prop_assert_eq!(file.len(), batch.len() as u64);
-        prop_assert_eq!(rows_of_file(&file).expect("every block reads"), batch.to_rows());
-        // Each block's key range is its first and last key, and the blocks are in key order.
-        for index in 0..file.block_count() {
-            let block = file.block(index).expect("the block reads");
-            let view = block.view();
-            let (first, last) = file.key_range(index);
-            let mut cursor = view.cursor();
-            prop_assert_eq!(cursor.get_key(), Some(first));
-            let mut at = first;
-            while let Some(key) = cursor.get_key() {
-                at = key;
-                cursor.step_key();
-            }
-            prop_assert_eq!(at, last);
+        let stored = batch.write_to(&storage).expect("the file is written");
+        prop_assert_eq!(stored.description(), batch.description());
+        prop_assert_eq!(stored.len(), batch.len());
+        prop_assert_eq!((stored.key_count(), stored.val_count()), (batch.key_count(), batch.val_count()));
+        stored.check_invariants();
+        prop_assert_eq!(stored.to_rows(), batch.to_rows());
+        let mut targets = targets;
+        targets.sort();
+        let (mut ours, mut theirs) = (stored.cursor(), batch.cursor());
+        for target in &targets {
+            ours.seek_key(target.as_bytes());
+            theirs.seek_key(target.as_bytes());
+            prop_assert_eq!(ours.get_key(), theirs.get_key());
+            prop_assert_eq!(ours.key_index(), theirs.key_index());
         }
+        let in_memory = TraceSnapshot::new(vec![batch.clone()]);
+        let in_file = TraceSnapshot::new(vec![stored.clone()]);
+        prop_assert_eq!(found_rows(&in_file, &targets), found_rows(&in_memory, &targets));
+        drop((stored, in_file));
+        let written = u64::from(!batch.is_empty());
+        prop_assert_eq!(storage.stats().files_written, written);
+        prop_assert_eq!(storage.stats().files_deleted, written, "the last handle deletes the file");
+        prop_assert_eq!(storage.stats().cache.resident_bytes, 0);
     }
 }
 
@@ -128,15 +173,14 @@ proptest! {
 /// file is read to its end or to the first error, never to wrong rows.
 #[test]
 fn every_flipped_byte_is_an_error() {
-    let (scratch, batch) = written();
+    let (scratch, storage, batch) = written();
     let path = scratch.0.join("batch");
     let intact = std::fs::read(&path).expect("the file");
-    let dir = scratch.dir();
     for at in (0..intact.len()).step_by(7) {
         let mut damaged = intact.clone();
         damaged[at] ^= 0x10;
         std::fs::write(&path, &damaged).expect("the damaged file");
-        let outcome = BatchFile::<U, _>::open(&dir, "batch").and_then(|file| rows_of_file(&file));
+        let outcome = rows_of_file(&storage, "batch");
         match outcome {
             Ok(rows) => panic!("byte {at} flipped, read {} rows", rows.len()),
             Err(error) => {
@@ -154,20 +198,21 @@ fn every_flipped_byte_is_an_error() {
         }
     }
     std::fs::write(&path, &intact).expect("the file again");
-    let file = BatchFile::<U, _>::open(&dir, "batch").expect("the intact file opens");
-    assert_eq!(rows_of_file(&file).expect("reads"), batch.to_rows());
+    assert_eq!(
+        rows_of_file(&storage, "batch").expect("reads"),
+        batch.to_rows()
+    );
 }
 
 /// Cut files, other files and another version are refused with a message.
 #[test]
 fn cut_and_foreign_files_are_refused() {
-    let (scratch, _batch) = written();
+    let (scratch, storage, _batch) = written();
     let path = scratch.0.join("batch");
     let intact = std::fs::read(&path).expect("the file");
-    let dir = scratch.dir();
     let open = |bytes: &[u8]| {
         std::fs::write(&path, bytes).expect("written");
-        BatchFile::<U, _>::open(&dir, "batch")
+        Batch::<U>::open_file(&storage, "batch")
             .err()
             .expect("refused")
             .to_string()
@@ -182,9 +227,9 @@ fn cut_and_foreign_files_are_refused() {
     assert!(open(&other_version).contains("version 9"));
     // The same file read as a batch of other types: its layout does not match.
     std::fs::write(&path, &intact).expect("written");
-    let other = BatchFile::<(u64, u64, u64, i64), _>::open(&dir, "batch");
+    let other = Batch::<(u64, u64, u64, i64)>::open_file(&storage, "batch");
     assert!(other.is_err());
-    let missing = BatchFile::<U, _>::open(&dir, "missing")
+    let missing = Batch::<U>::open_file(&storage, "missing")
         .err()
         .expect("no such file");
     assert!(missing.to_string().contains("missing"), "{missing}");
@@ -201,11 +246,8 @@ impl FileStore for FullDisk {
             source: error,
         })
     }
-    fn read(&self, name: &str, range: Range<u64>) -> Result<Vec<u64>, StorageError> {
-        self.0.read(name, range)
-    }
-    fn len(&self, name: &str) -> Result<u64, StorageError> {
-        self.0.len(name)
+    fn open(&self, name: &str) -> Result<Box<dyn FileReader>, StorageError> {
+        self.0.open(name)
     }
     fn delete(&self, name: &str) -> Result<(), StorageError> {
         self.0.delete(name)
@@ -219,8 +261,8 @@ impl FileStore for FullDisk {
 fn failed_writes_leave_nothing() {
     let scratch = Scratch::new();
     let batch = batch_of(vec![("a".into(), 1, Product::new(0, 0), 1)]);
-    let full = FullDisk(scratch.dir());
-    let error = write_batch(&full, "batch", &batch, 8).expect_err("the write fails");
+    let full = storage_on(Box::new(FullDisk(scratch.dir())), 8, 0);
+    let error = batch.write_to(&full).err().expect("the write fails");
     assert!(error.to_string().contains("batch"), "{error}");
     // A local write whose rename fails (a directory holds the name) removes its partial file.
     std::fs::create_dir(scratch.0.join("taken")).expect("a directory");
@@ -235,5 +277,5 @@ fn failed_writes_leave_nothing() {
     let dir = scratch.dir();
     write_batch(&dir, "batch", &batch, 8).expect("written");
     dir.delete("batch").expect("deleted");
-    assert!(BatchFile::<U, _>::open(&dir, "batch").is_err());
+    assert!(Batch::<U>::open_file(&scratch.storage(8, 0), "batch").is_err());
 }

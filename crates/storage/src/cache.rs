@@ -1,0 +1,288 @@
+//! The block cache: blocks read from files, kept in memory up to a byte budget.
+//!
+//! A block in memory is a [`Block`]: a reference-counted handle to its words. The cache holds
+//! one handle per cached block; a reader that reads a block holds another for as long as it
+//! may hand out references into the words (Kudu's lesson: readers point into shared immutable
+//! blocks instead of copying values out). A block with a reader's handle is *pinned*: the
+//! cache may drop its own handle (the words stay alive for the reader), but it evicts
+//! unpinned blocks first, least recently used first, and only unpinned blocks count as
+//! evictions that free memory. Every block's words are counted while alive, cached or not
+//! ([`CacheStats::resident_bytes`]), so pinned bytes are visible.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+/// A block's words, shared by the cache and its readers.
+pub type Block = Arc<BlockWords>;
+
+/// Which block: a file's number (unique in a process, never reused) and the block's index.
+pub type BlockKey = (u64, u32);
+
+/// The words of one block; their bytes are counted as resident until the last handle drops.
+pub struct BlockWords {
+    words: Box<[u64]>,
+    resident: Arc<AtomicUsize>,
+}
+
+impl BlockWords {
+    /// The words.
+    pub fn words(&self) -> &[u64] {
+        &self.words
+    }
+
+    /// The size in bytes.
+    pub fn byte_len(&self) -> usize {
+        self.words.len() * 8
+    }
+}
+
+impl Drop for BlockWords {
+    fn drop(&mut self) {
+        self.resident.fetch_sub(self.byte_len(), Ordering::Relaxed);
+    }
+}
+
+/// What the cache has done, for benches and `--summary`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CacheStats {
+    pub hits: u64,
+    pub misses: u64,
+    /// Blocks dropped from the cache to stay within its budget.
+    pub evictions: u64,
+    /// Bytes of blocks held by the cache.
+    pub cached_bytes: usize,
+    /// Bytes of all blocks alive: cached, or pinned by readers.
+    pub resident_bytes: usize,
+    /// The most `resident_bytes` has been.
+    pub peak_resident_bytes: usize,
+}
+
+/// Blocks in memory within a byte budget, shared by the workers of a process.
+pub struct BlockCache {
+    budget: usize,
+    state: Mutex<CacheState>,
+    resident: Arc<AtomicUsize>,
+    peak_resident: AtomicUsize,
+    hits: AtomicU64,
+    misses: AtomicU64,
+    evictions: AtomicU64,
+}
+
+#[derive(Default)]
+struct CacheState {
+    /// Each cached block with the tick of its last use.
+    entries: HashMap<BlockKey, (Block, u64)>,
+    /// The cached blocks by last use, oldest first.
+    by_use: BTreeMap<u64, BlockKey>,
+    bytes: usize,
+    tick: u64,
+}
+
+impl BlockCache {
+    /// A cache holding at most `budget` bytes of unpinned blocks (0: none; every read goes to
+    /// the file).
+    pub fn new(budget: usize) -> Self {
+        Self {
+            budget,
+            state: Mutex::default(),
+            resident: Arc::default(),
+            peak_resident: AtomicUsize::new(0),
+            hits: AtomicU64::new(0),
+            misses: AtomicU64::new(0),
+            evictions: AtomicU64::new(0),
+        }
+    }
+
+    /// The byte budget.
+    pub fn budget(&self) -> usize {
+        self.budget
+    }
+
+    fn state(&self) -> MutexGuard<'_, CacheState> {
+        // A worker that panicked while holding the lock left the map consistent (every
+        // change is a single insert or remove), so a poisoned lock is still usable.
+        self.state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// The block `key`, from the cache or else read by `read` (outside the cache's lock, so
+    /// workers read in parallel) and cached.
+    pub fn get<E>(
+        &self,
+        key: BlockKey,
+        read: impl FnOnce() -> Result<Vec<u64>, E>,
+    ) -> Result<Block, E> {
+        if let Some(block) = self.lookup(key) {
+            self.hits.fetch_add(1, Ordering::Relaxed);
+            return Ok(block);
+        }
+        self.misses.fetch_add(1, Ordering::Relaxed);
+        let words = read()?.into_boxed_slice();
+        let bytes = words.len() * 8;
+        let now = self.resident.fetch_add(bytes, Ordering::Relaxed) + bytes;
+        self.peak_resident.fetch_max(now, Ordering::Relaxed);
+        let block = Arc::new(BlockWords {
+            words,
+            resident: Arc::clone(&self.resident),
+        });
+        if bytes <= self.budget {
+            self.insert(key, &block);
+        }
+        Ok(block)
+    }
+
+    fn lookup(&self, key: BlockKey) -> Option<Block> {
+        let mut state = self.state();
+        let tick = state.tick + 1;
+        let (block, used) = state.entries.get_mut(&key)?;
+        let (block, previous) = (Arc::clone(block), std::mem::replace(used, tick));
+        state.tick = tick;
+        state.by_use.remove(&previous);
+        state.by_use.insert(tick, key);
+        Some(block)
+    }
+
+    fn insert(&self, key: BlockKey, block: &Block) {
+        let mut state = self.state();
+        if state.entries.contains_key(&key) {
+            return; // Another worker read it meanwhile.
+        }
+        state.tick += 1;
+        let tick = state.tick;
+        state.entries.insert(key, (Arc::clone(block), tick));
+        state.by_use.insert(tick, key);
+        state.bytes += block.byte_len();
+        self.evict(&mut state);
+    }
+
+    /// Drops least recently used blocks until the cached bytes fit the budget: unpinned ones
+    /// first, then (if pinned blocks alone exceed it) pinned ones, whose words stay alive for
+    /// their readers.
+    fn evict(&self, state: &mut CacheState) {
+        for pinned_too in [false, true] {
+            let mut cursor = 0u64;
+            while state.bytes > self.budget {
+                let Some((&tick, &key)) = state.by_use.range(cursor..).next() else {
+                    break;
+                };
+                cursor = tick + 1;
+                let (block, _) = &state.entries[&key];
+                if !pinned_too && Arc::strong_count(block) > 1 {
+                    continue;
+                }
+                let (block, _) = state.entries.remove(&key).expect("indexed by use");
+                state.by_use.remove(&tick);
+                state.bytes -= block.byte_len();
+                self.evictions.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Drops the cached blocks `0..blocks` of file `file` (its file is gone).
+    pub fn forget(&self, file: u64, blocks: usize) {
+        let mut state = self.state();
+        if state.entries.is_empty() {
+            return;
+        }
+        for index in 0..blocks {
+            if let Some((block, tick)) = state.entries.remove(&(file, index as u32)) {
+                state.by_use.remove(&tick);
+                state.bytes -= block.byte_len();
+            }
+        }
+    }
+
+    /// The counters and sizes now.
+    pub fn stats(&self) -> CacheStats {
+        CacheStats {
+            hits: self.hits.load(Ordering::Relaxed),
+            misses: self.misses.load(Ordering::Relaxed),
+            evictions: self.evictions.load(Ordering::Relaxed),
+            cached_bytes: self.state().bytes,
+            resident_bytes: self.resident.load(Ordering::Relaxed),
+            peak_resident_bytes: self.peak_resident.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Bytes of blocks alive only because a reader holds them (not cached).
+    pub fn pinned_bytes(&self) -> usize {
+        let state = self.state();
+        let resident = self.resident.load(Ordering::Relaxed);
+        let unpinned: usize = state
+            .entries
+            .values()
+            .filter(|(block, _)| Arc::strong_count(block) == 1)
+            .map(|(block, _)| block.byte_len())
+            .sum();
+        resident.saturating_sub(unpinned)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn read(words: usize) -> impl FnOnce() -> Result<Vec<u64>, ()> {
+        move || Ok(vec![7; words])
+    }
+
+    #[test]
+    fn hits_after_a_miss_and_evicts_least_recently_used() {
+        let cache = BlockCache::new(3 * 80);
+        for block in 0..3 {
+            cache.get((1, block), read(10)).unwrap();
+        }
+        cache.get((1, 0), read(10)).unwrap(); // hit: block 0 is now the most recent
+        cache.get((1, 3), read(10)).unwrap(); // evicts block 1
+        let stats = cache.stats();
+        assert_eq!((stats.hits, stats.misses, stats.evictions), (1, 4, 1));
+        assert_eq!(stats.cached_bytes, 240);
+        cache.get((1, 0), read(10)).unwrap();
+        assert_eq!(cache.stats().hits, 2);
+        cache.get((1, 1), read(10)).unwrap();
+        assert_eq!(cache.stats().misses, 5, "block 1 was evicted");
+    }
+
+    #[test]
+    fn pinned_blocks_outlive_eviction_and_are_counted() {
+        let cache = BlockCache::new(80);
+        let pinned = cache.get((1, 0), read(10)).unwrap();
+        let _other = cache.get((1, 1), read(10)).unwrap();
+        // Both pinned, one cached: the cache dropped its handle on one, the words live on.
+        assert_eq!(cache.stats().cached_bytes, 80);
+        assert_eq!(cache.stats().resident_bytes, 160);
+        assert_eq!(pinned.words(), &[7; 10][..]);
+        drop(_other);
+        drop(pinned);
+        assert_eq!(
+            cache.stats().resident_bytes,
+            80,
+            "only the cached block is left"
+        );
+        assert_eq!(cache.pinned_bytes(), 0);
+    }
+
+    #[test]
+    fn a_zero_budget_caches_nothing() {
+        let cache = BlockCache::new(0);
+        let block = cache.get((1, 0), read(10)).unwrap();
+        assert_eq!(cache.stats().cached_bytes, 0);
+        assert_eq!(cache.pinned_bytes(), 80);
+        drop(block);
+        assert_eq!(cache.stats().resident_bytes, 0);
+        cache.get((1, 0), read(10)).unwrap();
+        assert_eq!(cache.stats().misses, 2);
+    }
+
+    #[test]
+    fn forgetting_a_file_drops_its_blocks() {
+        let cache = BlockCache::new(1000);
+        cache.get((1, 0), read(10)).unwrap();
+        cache.get((2, 0), read(10)).unwrap();
+        cache.forget(1, 1);
+        assert_eq!(cache.stats().cached_bytes, 80);
+        assert_eq!(cache.stats().resident_bytes, 80);
+    }
+}

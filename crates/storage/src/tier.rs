@@ -1,0 +1,211 @@
+//! The storage tier of a process: where its spilled files go, its block cache, its memory
+//! budget and its counters, shared by every worker (and every spine) of the process.
+//!
+//! The budget covers the in-memory batches of all spines and the block cache together: the
+//! cache gets [`StorageSettings::cache_bytes`] of it, and spines write batches out while
+//! their in-memory batches take more than the rest ([`Storage::over_budget`]).
+//!
+//! A read that fails inside an operator cannot return an error through a cursor's
+//! `Ref`-returning calls. [`Storage::fail`] records the error, then unwinds the worker with a
+//! [`StorageFault`]; the driver reports the recorded error ([`Storage::fault`]) instead of a
+//! panic, and no output of the failed step is written.
+
+use crate::cache::{BlockCache, CacheStats};
+use crate::error::StorageError;
+use crate::spill::SpillDir;
+use crate::store::FileStore;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+/// How a process's storage tier is set up.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StorageSettings {
+    /// Bytes for in-memory batches and cached blocks together, per process.
+    pub memory_budget: usize,
+    /// The block cache's share of the budget (at most the budget).
+    pub cache_bytes: usize,
+    /// About how many updates a block of a batch file holds (blocks hold whole keys).
+    pub block_updates: usize,
+}
+
+impl StorageSettings {
+    /// The default number of updates per block: blocks of some tens of kilobytes, read in
+    /// one call each.
+    pub const BLOCK_UPDATES_DEFAULT: usize = 4096;
+
+    /// A budget of `memory_budget` bytes, a quarter of it for the cache.
+    pub fn with_budget(memory_budget: usize) -> Self {
+        Self {
+            memory_budget,
+            cache_bytes: memory_budget / 4,
+            block_updates: Self::BLOCK_UPDATES_DEFAULT,
+        }
+    }
+}
+
+/// What the tier has done, for benches and `--summary`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StorageStats {
+    pub files_written: u64,
+    pub files_deleted: u64,
+    pub bytes_written: u64,
+    pub bytes_read: u64,
+    pub cache: CacheStats,
+    /// Bytes of in-memory batches held by the spines now.
+    pub batch_bytes: usize,
+}
+
+/// The payload a worker unwinds with when a storage call fails; the error itself is recorded
+/// in the [`Storage`] (see [`Storage::fault`]).
+#[derive(Debug)]
+pub struct StorageFault;
+
+/// A process's storage tier (see the module documentation).
+pub struct Storage {
+    store: Box<dyn FileStore>,
+    /// Kept so that the directory is removed when the tier drops.
+    _spill: Option<SpillDir>,
+    cache: BlockCache,
+    settings: StorageSettings,
+    batch_bytes: AtomicUsize,
+    next_file: AtomicU64,
+    files_written: AtomicU64,
+    files_deleted: AtomicU64,
+    bytes_written: AtomicU64,
+    bytes_read: AtomicU64,
+    fault: Mutex<Option<String>>,
+}
+
+impl std::fmt::Debug for Storage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Storage")
+            .field("settings", &self.settings)
+            .field("stats", &self.stats())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Storage {
+    /// A tier keeping its files in `spill` (removed when the tier drops).
+    pub fn in_spill_dir(spill: SpillDir, settings: StorageSettings) -> Self {
+        let store = Box::new(spill.dir().clone());
+        Self::with_store(store, Some(spill), settings)
+    }
+
+    /// A tier keeping its files in `store`; `spill`, if any, is dropped with the tier.
+    pub fn with_store(
+        store: Box<dyn FileStore>,
+        spill: Option<SpillDir>,
+        settings: StorageSettings,
+    ) -> Self {
+        let settings = StorageSettings {
+            cache_bytes: settings.cache_bytes.min(settings.memory_budget),
+            block_updates: settings.block_updates.max(1),
+            ..settings
+        };
+        Self {
+            store,
+            _spill: spill,
+            cache: BlockCache::new(settings.cache_bytes),
+            settings,
+            batch_bytes: AtomicUsize::new(0),
+            next_file: AtomicU64::new(0),
+            files_written: AtomicU64::new(0),
+            files_deleted: AtomicU64::new(0),
+            bytes_written: AtomicU64::new(0),
+            bytes_read: AtomicU64::new(0),
+            fault: Mutex::new(None),
+        }
+    }
+
+    /// Where the files live.
+    pub fn store(&self) -> &dyn FileStore {
+        &*self.store
+    }
+
+    /// The block cache.
+    pub fn cache(&self) -> &BlockCache {
+        &self.cache
+    }
+
+    /// The settings.
+    pub fn settings(&self) -> &StorageSettings {
+        &self.settings
+    }
+
+    /// A fresh file number and name (numbers are never reused in a process).
+    pub fn new_file(&self) -> (u64, String) {
+        let id = self.next_file.fetch_add(1, Ordering::Relaxed);
+        (id, format!("batch-{id:08}.rpl"))
+    }
+
+    /// Counts a file of `bytes` written.
+    pub fn note_written(&self, bytes: u64) {
+        self.files_written.fetch_add(1, Ordering::Relaxed);
+        self.bytes_written.fetch_add(bytes, Ordering::Relaxed);
+    }
+
+    /// Counts `bytes` read from files.
+    pub fn note_read(&self, bytes: u64) {
+        self.bytes_read.fetch_add(bytes, Ordering::Relaxed);
+    }
+
+    /// Deletes the file `name`, numbered `id`, of `blocks` blocks, and forgets its cached
+    /// blocks. A failure to delete is recorded as the run's fault but does not unwind: it is
+    /// reported when the run ends (the spill directory goes then anyway).
+    pub fn delete(&self, id: u64, name: &str, blocks: usize) {
+        self.cache.forget(id, blocks);
+        match self.store.delete(name) {
+            Ok(()) => {
+                self.files_deleted.fetch_add(1, Ordering::Relaxed);
+            }
+            Err(error) => self.record(&error),
+        }
+    }
+
+    /// Changes the bytes of in-memory batches the spines hold by `added - removed`.
+    pub fn account(&self, added: usize, removed: usize) {
+        if added >= removed {
+            self.batch_bytes
+                .fetch_add(added - removed, Ordering::Relaxed);
+        } else {
+            self.batch_bytes
+                .fetch_sub(removed - added, Ordering::Relaxed);
+        }
+    }
+
+    /// Whether the spines' in-memory batches take more than the budget leaves them.
+    pub fn over_budget(&self) -> bool {
+        let batches = self.settings.memory_budget - self.settings.cache_bytes;
+        self.batch_bytes.load(Ordering::Relaxed) > batches
+    }
+
+    /// The counters now.
+    pub fn stats(&self) -> StorageStats {
+        StorageStats {
+            files_written: self.files_written.load(Ordering::Relaxed),
+            files_deleted: self.files_deleted.load(Ordering::Relaxed),
+            bytes_written: self.bytes_written.load(Ordering::Relaxed),
+            bytes_read: self.bytes_read.load(Ordering::Relaxed),
+            cache: self.cache.stats(),
+            batch_bytes: self.batch_bytes.load(Ordering::Relaxed),
+        }
+    }
+
+    fn record(&self, error: &StorageError) {
+        let mut fault = self.fault.lock().unwrap_or_else(|p| p.into_inner());
+        fault.get_or_insert_with(|| error.to_string());
+    }
+
+    /// Records `error` as the run's fault (the first one is kept) and unwinds the worker with
+    /// a [`StorageFault`].
+    pub fn fail(&self, error: StorageError) -> ! {
+        self.record(&error);
+        std::panic::panic_any(StorageFault)
+    }
+
+    /// The first storage error of the run, if any.
+    pub fn fault(&self) -> Option<String> {
+        self.fault.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+}

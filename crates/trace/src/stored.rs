@@ -1,0 +1,201 @@
+//! Stored batches: a batch kept in a batch file ([`crate::file`]) and read block by block
+//! through the process's block cache.
+//!
+//! A [`StoredBatch`] holds its file open and its index in memory; its columns are read a block
+//! at a time, when a cursor first enters the block, and kept alive by the reading handle's
+//! *pins* (see [`crate::Batch`]): every `Ref` a cursor hands out points into a pinned block,
+//! so it stays valid while the cache evicts the block, the spine merges the batch away or its
+//! file is deleted. A file the spine wrote is deleted when the last handle to its batch drops.
+//!
+//! A block that cannot be read (an I/O error, a checksum mismatch) ends the worker through
+//! [`ripple_storage::Storage::fail`], which records the error for the driver to report: a
+//! cursor has no way to return an error, and going on would give a wrong output.
+
+use crate::batch::{check_view, Batch, BatchView};
+use crate::block;
+use crate::file::{write_batch, Counts, FileIndex};
+use columnar::Columnar;
+use ripple_storage::{Block, FileReader, Storage, StorageError};
+use ripple_updates::Update;
+use std::cell::OnceCell;
+use std::sync::Arc;
+
+/// A handle's pins: per block of a stored batch, the block once a cursor of the handle has
+/// read it.
+pub(crate) type Pins = Box<[OnceCell<Block>]>;
+
+/// A batch in a batch file (see the module documentation).
+pub struct StoredBatch<U: Update> {
+    storage: Arc<Storage>,
+    /// The file's number, unique in the process: the block cache's key.
+    id: u64,
+    name: String,
+    reader: Box<dyn FileReader>,
+    index: FileIndex<U>,
+    /// Whether dropping the batch deletes its file (files the spine wrote, not files opened).
+    owned: bool,
+}
+
+impl<U: Update> Batch<U> {
+    /// Writes this batch to a new file of `storage` and returns it as a stored batch, whose
+    /// file is deleted when the last handle to it drops. On error no file is left. An empty
+    /// batch has nothing to store: it is returned as it is.
+    pub fn write_to(&self, storage: &Arc<Storage>) -> Result<Batch<U>, StorageError> {
+        if self.is_empty() {
+            return Ok(self.clone());
+        }
+        let (id, name) = storage.new_file();
+        let block_updates = storage.settings().block_updates;
+        let bytes = write_batch(storage.store(), &name, self, block_updates)?;
+        storage.note_written(bytes);
+        match StoredBatch::open(storage, id, name.clone(), true) {
+            Ok(stored) => Ok(Batch::from_stored(stored)),
+            Err(error) => {
+                let _ = storage.store().delete(&name);
+                Err(error)
+            }
+        }
+    }
+
+    /// Opens the batch file `name` of `storage`'s store, which stays when the batch drops.
+    pub fn open_file(storage: &Arc<Storage>, name: &str) -> Result<Batch<U>, StorageError> {
+        let (id, _) = storage.new_file();
+        let stored = StoredBatch::open(storage, id, name.to_string(), false)?;
+        if stored.block_count() == 0 {
+            // A stored batch has a block to read; an empty one needs none.
+            return Ok(Batch::empty(stored.description().clone()));
+        }
+        Ok(Batch::from_stored(stored))
+    }
+
+    /// Reads and checks every block of a stored batch (nothing for one in memory): an error
+    /// names the file and the first block that is damaged.
+    pub fn check_blocks(&self) -> Result<(), StorageError> {
+        if let Some((stored, _)) = self.stored() {
+            for index in 0..stored.block_count() {
+                stored.read(index)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The number of blocks of a stored batch (0 for one in memory).
+    pub fn block_count(&self) -> usize {
+        self.stored().map_or(0, |(stored, _)| stored.block_count())
+    }
+}
+
+impl<U: Update> StoredBatch<U> {
+    fn open(
+        storage: &Arc<Storage>,
+        id: u64,
+        name: String,
+        owned: bool,
+    ) -> Result<Self, StorageError> {
+        let reader = storage.store().open(&name)?;
+        let index = FileIndex::open(&*reader)?;
+        Ok(Self {
+            storage: Arc::clone(storage),
+            id,
+            name,
+            reader,
+            index,
+            owned,
+        })
+    }
+
+    /// Empty pins for a new handle.
+    pub(crate) fn pins(&self) -> Pins {
+        (0..self.block_count()).map(|_| OnceCell::new()).collect()
+    }
+
+    /// The batch's description.
+    pub(crate) fn description(&self) -> &crate::Description<U::Time> {
+        self.index.description()
+    }
+
+    /// The batch's sizes.
+    pub(crate) fn counts(&self) -> Counts {
+        self.index.counts()
+    }
+
+    /// The file's index.
+    pub(crate) fn index(&self) -> &FileIndex<U> {
+        &self.index
+    }
+
+    /// Heap bytes of the index (the blocks are the cache's).
+    pub(crate) fn index_bytes(&self) -> usize {
+        self.index.heap_bytes()
+    }
+
+    /// The number of blocks.
+    pub(crate) fn block_count(&self) -> usize {
+        self.index.block_count()
+    }
+
+    /// Block `index`, from the cache or read from the file and checked.
+    fn read(&self, index: usize) -> Result<Block, StorageError> {
+        self.storage.cache().get((self.id, index as u32), || {
+            let words = self.index.read_block(&*self.reader, index)?;
+            self.storage.note_read(words.len() as u64 * 8);
+            Ok(words)
+        })
+    }
+
+    /// The columns of block `index`, pinned in `pins` (read on first use). A block that
+    /// cannot be read ends the worker (see the module documentation).
+    #[inline]
+    pub(crate) fn view<'a>(&self, pins: &'a Pins, index: usize) -> BatchView<'a, U> {
+        let block = pins[index].get_or_init(|| match self.read(index) {
+            Ok(block) => block,
+            Err(error) => self.storage.fail(error),
+        });
+        match block::decode::<U>(block.words()) {
+            Ok(view) => view,
+            // Checked when read: only a changed decoder could get here.
+            Err(what) => self.storage.fail(StorageError::Corrupt {
+                path: self.reader.path().to_path_buf(),
+                what: format!("block {index}: {what}"),
+            }),
+        }
+    }
+
+    /// [`Batch::check_invariants`] for a stored batch, block by block, reading through `pins`.
+    pub(crate) fn check_invariants(&self, pins: &Pins) {
+        let mut previous_last: Option<U::Key> = None;
+        for index in 0..self.block_count() {
+            let view = self.view(pins, index);
+            check_view(view, self.description());
+            let keys = view.keys;
+            let (first, last) = self.index.key_range(index);
+            let count = columnar::Len::len(&keys);
+            assert_eq!(
+                count,
+                self.index.key_start(index + 1) - self.index.key_start(index),
+                "block {index}'s keys are not the index's"
+            );
+            assert!(
+                columnar::Index::get(&keys, 0) == first
+                    && columnar::Index::get(&keys, count - 1) == last,
+                "block {index}'s key range is not the index's"
+            );
+            if let Some(previous) = &previous_last {
+                assert!(
+                    U::Key::into_owned(first) > *previous,
+                    "block {index} does not follow the previous one"
+                );
+            }
+            previous_last = Some(U::Key::into_owned(last));
+        }
+    }
+}
+
+impl<U: Update> Drop for StoredBatch<U> {
+    fn drop(&mut self) {
+        if self.owned {
+            self.storage
+                .delete(self.id, &self.name, self.index.block_count());
+        }
+    }
+}
