@@ -281,3 +281,92 @@ fn two_processes_match_one() {
     assert!(!read(&single).is_empty());
     assert_eq!(read(&clustered), read(&single));
 }
+
+/// `--memory-budget` never changes the output: the same bytes with every batch written out
+/// (budget 0), with a small budget, and in memory, on one and two workers; the spill directory
+/// is left empty.
+#[test]
+fn memory_budgets_give_the_same_bytes() {
+    let spill = scratch_dir("spill");
+    let spill_arg = spill.to_str().expect("a UTF-8 path");
+    for computation in ["bfs", "cc"] {
+        let base = [
+            computation,
+            "--nodes",
+            "300",
+            "--edges",
+            "600",
+            "--updates",
+            "200",
+        ];
+        let expected = run(ripple().args(base));
+        assert!(expected.status.success(), "{}", stderr(&expected));
+        for extra in [
+            &["--memory-budget", "0", "--spill-dir", spill_arg][..],
+            &[
+                "--memory-budget",
+                "64KiB",
+                "--batch",
+                "7",
+                "--spill-dir",
+                spill_arg,
+            ],
+            &["--memory-budget", "0", "-w", "2", "--batch", "3"],
+        ] {
+            let args: Vec<&str> = base.iter().chain(extra).copied().collect();
+            let output = run(ripple().args(&args));
+            assert!(output.status.success(), "{args:?}: {}", stderr(&output));
+            assert!(output.stdout == expected.stdout, "{args:?}: other output");
+            let left = std::fs::read_dir(&spill).expect("the spill parent").count();
+            assert_eq!(left, 0, "{args:?} left files in the spill directory");
+        }
+    }
+    let summary = run(ripple().args(["bfs", "--summary", "--memory-budget", "0"]));
+    let text = stdout(&summary);
+    for field in ["storage", "written in", "block cache", "misses"] {
+        assert!(text.contains(field), "summary lacks {field}:\n{text}");
+    }
+}
+
+/// A budget that is not a size, a missing or unwritable spill directory, or a spill directory
+/// without a budget: exit 2 with a message saying what was expected.
+#[test]
+fn bad_storage_arguments_exit_with_2() {
+    let file = scratch_dir("not-a-dir").join("file");
+    std::fs::write(&file, "x").expect("a file");
+    let file = file.to_str().expect("a UTF-8 path");
+    let cases: [(&[&str], &str); 5] = [
+        (&["bfs", "--memory-budget", "lots"], "expected a size"),
+        (&["bfs", "--memory-budget=-5MiB"], "expected a size"),
+        (
+            &[
+                "bfs",
+                "--memory-budget",
+                "1MiB",
+                "--spill-dir",
+                "/nonexistent/ripple",
+            ],
+            "expected a writable directory",
+        ),
+        (
+            &["bfs", "--memory-budget", "1MiB", "--spill-dir", file],
+            "expected a writable directory",
+        ),
+        (&["bfs", "--spill-dir", "/tmp"], "--memory-budget"),
+    ];
+    for (args, message) in cases {
+        let output = run(ripple().args(args));
+        assert_eq!(
+            output.status.code(),
+            Some(2),
+            "{args:?}: {}",
+            stderr(&output)
+        );
+        assert!(
+            stderr(&output).contains(message),
+            "{args:?}: {}",
+            stderr(&output)
+        );
+        assert!(output.stdout.is_empty(), "{args:?} wrote output");
+    }
+}

@@ -74,6 +74,13 @@ fn short<'b, 'a: 'b, C: Columnar>(column: BorrowedOf<'a, C>) -> BorrowedOf<'b, C
 /// words are not a block of `U`'s columns (see the module documentation for what is checked).
 pub fn decode<U: Update>(words: &[u64]) -> Result<BatchView<'_, U>, String> {
     indexed::validate::<Encoded<'_, U>>(words)?;
+    decode_validated(words)
+}
+
+/// [`decode`] for words that [`decode`] accepted before (a cached block entered again): skips
+/// the check of the slices' layout, which allocates, and keeps the cheap checks of the
+/// offsets, which do not.
+pub fn decode_validated<U: Update>(words: &[u64]) -> Result<BatchView<'_, U>, String> {
     let store = indexed::DecodedStore::new(words);
     let (
         (keys, key_fences),

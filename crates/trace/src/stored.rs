@@ -10,6 +10,24 @@
 //! A block that cannot be read (an I/O error, a checksum mismatch) ends the worker through
 //! [`ripple_storage::Storage::fail`], which records the error for the driver to report: a
 //! cursor has no way to return an error, and going on would give a wrong output.
+//!
+//! The borrow checker enforces the pinning: a `Ref` borrows the handle whose pins hold its
+//! block, so it cannot outlive it. This does not compile:
+//!
+//! ```compile_fail
+//! use ripple_trace::{Builder, Description};
+//! use ripple_updates::Antichain;
+//!
+//! let mut builder = Builder::<(u64, u64, u64, i64)>::new();
+//! builder.push(&1, &1, &0, &1);
+//! let batch = builder.done(Description::new(Antichain::from_elem(0), Antichain::from_elem(1)));
+//! let key = {
+//!     let handle = batch.clone();
+//!     let cursor = handle.cursor();
+//!     cursor.get_key()
+//! }; // `handle`, and the blocks it pins, are dropped here while `key` points into them
+//! assert_eq!(key, Some(&1));
+//! ```
 
 use crate::batch::{check_view, Batch, BatchView};
 use crate::block;
@@ -151,9 +169,10 @@ impl<U: Update> StoredBatch<U> {
             Ok(block) => block,
             Err(error) => self.storage.fail(error),
         });
-        match block::decode::<U>(block.words()) {
+        // Checked by `block::decode` when read.
+        match block::decode_validated::<U>(block.words()) {
             Ok(view) => view,
-            // Checked when read: only a changed decoder could get here.
+            // Only a changed decoder could get here.
             Err(what) => self.storage.fail(StorageError::Corrupt {
                 path: self.reader.path().to_path_buf(),
                 what: format!("block {index}: {what}"),
