@@ -180,6 +180,11 @@ impl fmt::Display for RunReport {
                 cache.evictions,
                 human_bytes(cache.peak_resident_bytes as u64)
             )?;
+            writeln!(
+                f,
+                "key filters  {} of {} probes passed",
+                storage.probes_passed, storage.probes_filtered
+            )?;
         }
         writeln!(f, "output       {} rows", self.rows)?;
         write!(f, "checksum     {:016x}", self.checksum.0)

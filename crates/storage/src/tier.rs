@@ -26,6 +26,9 @@ pub struct StorageSettings {
     pub cache_bytes: usize,
     /// About how many updates a block of a batch file holds (blocks hold whole keys).
     pub block_updates: usize,
+    /// Whether batch files carry a key filter, which batched lookups test probes against
+    /// before they read blocks.
+    pub filters: bool,
 }
 
 impl StorageSettings {
@@ -39,6 +42,7 @@ impl StorageSettings {
             memory_budget,
             cache_bytes: memory_budget / 4,
             block_updates: Self::BLOCK_UPDATES_DEFAULT,
+            filters: true,
         }
     }
 }
@@ -53,6 +57,10 @@ pub struct StorageStats {
     pub cache: CacheStats,
     /// Bytes of in-memory batches held by the spines now.
     pub batch_bytes: usize,
+    /// Probes batched lookups tested against stored batches' key filters, and those that
+    /// passed (present, or false positives).
+    pub probes_filtered: u64,
+    pub probes_passed: u64,
 }
 
 /// The payload a worker unwinds with when a storage call fails; the error itself is recorded
@@ -73,6 +81,8 @@ pub struct Storage {
     files_deleted: AtomicU64,
     bytes_written: AtomicU64,
     bytes_read: AtomicU64,
+    probes_filtered: AtomicU64,
+    probes_passed: AtomicU64,
     fault: Mutex<Option<String>>,
 }
 
@@ -114,6 +124,8 @@ impl Storage {
             files_deleted: AtomicU64::new(0),
             bytes_written: AtomicU64::new(0),
             bytes_read: AtomicU64::new(0),
+            probes_filtered: AtomicU64::new(0),
+            probes_passed: AtomicU64::new(0),
             fault: Mutex::new(None),
         }
     }
@@ -148,6 +160,12 @@ impl Storage {
     /// Counts `bytes` read from files.
     pub fn note_read(&self, bytes: u64) {
         self.bytes_read.fetch_add(bytes, Ordering::Relaxed);
+    }
+
+    /// Counts `tested` probes tested against a key filter, of which `passed` passed.
+    pub fn note_filtered(&self, tested: u64, passed: u64) {
+        self.probes_filtered.fetch_add(tested, Ordering::Relaxed);
+        self.probes_passed.fetch_add(passed, Ordering::Relaxed);
     }
 
     /// Deletes the file `name`, numbered `id`, of `blocks` blocks, and forgets its cached
@@ -189,6 +207,8 @@ impl Storage {
             bytes_read: self.bytes_read.load(Ordering::Relaxed),
             cache: self.cache.stats(),
             batch_bytes: self.batch_bytes.load(Ordering::Relaxed),
+            probes_filtered: self.probes_filtered.load(Ordering::Relaxed),
+            probes_passed: self.probes_passed.load(Ordering::Relaxed),
         }
     }
 

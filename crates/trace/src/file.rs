@@ -5,7 +5,7 @@
 //! block   := crate::block of the batch's columns for a run of whole keys
 //! footer  := columnar indexed frame of (block offsets, block CRC-32Cs, each block's first key,
 //!            each block's last key, each block's first key index, (lower, upper, since),
-//!            [updates, keys, values])
+//!            [updates, keys, values], the key filter's descriptor and fingerprints)
 //! trailer := [footer words, CRC-32C of the footer << 32 | version, magic]   (three u64s)
 //! ```
 //!
@@ -21,6 +21,7 @@ use crate::batch::Batch;
 use crate::block;
 use crate::builder::Builder;
 use crate::description::Description;
+use crate::filter::{KeyFilter, KeyHasher};
 use columnar::bytes::indexed;
 use columnar::{Borrow, BorrowedOf, Columnar, Container, ContainerOf, FromBytes, Index, Len, Push};
 use ripple_storage::{FileReader, FileStore, StorageError};
@@ -42,6 +43,7 @@ type Footer<'a, K, T> = (
     (BorrowedOf<'a, K>, BorrowedOf<'a, K>, &'a [u64]),
     (BorrowedOf<'a, T>, BorrowedOf<'a, T>, BorrowedOf<'a, T>),
     &'a [u64],
+    (&'a [u8], &'a [u8]),
 );
 
 /// The CRC-32C of `words` as stored.
@@ -58,14 +60,18 @@ pub struct Counts {
 }
 
 /// Writes `batch` as the batch file `name` in `store`, in blocks of whole keys holding about
-/// `block_updates` updates each (at least one key per block). Returns the file's length in
-/// bytes. On error no file of that name is left (see [`FileStore::write`]).
+/// `block_updates` updates each (at least one key per block), with a key filter if `filter`.
+/// Returns the file's length in bytes. On error no file of that name is left (see
+/// [`FileStore::write`]).
 pub fn write_batch<U: Update>(
     store: &dyn FileStore,
     name: &str,
     batch: &Batch<U>,
     block_updates: usize,
+    filter: bool,
 ) -> Result<u64, StorageError> {
+    let mut hasher = KeyHasher::<U::Key>::default();
+    let mut hashes = Vec::new();
     let description = batch.description();
     let mut words: Vec<u64> = Vec::new();
     let mut offsets = vec![0u64];
@@ -80,6 +86,9 @@ pub fn write_batch<U: Update>(
     while let Some(key) = cursor.get_key() {
         if builder.is_empty() {
             first_keys.push(key);
+        }
+        if filter {
+            hashes.push(hasher.hash(key));
         }
         while let Some(val) = cursor.get_val() {
             history.clear();
@@ -112,11 +121,13 @@ pub fn write_batch<U: Update>(
     let lower = column_of::<U::Time>(description.lower.elements());
     let upper = column_of::<U::Time>(description.upper.elements());
     let since = column_of::<U::Time>(description.since.elements());
+    let key_filter = KeyFilter::build(&mut hashes);
     let footer: Footer<'_, U::Key, U::Time> = (
         (&offsets, &crcs),
         (first_keys.borrow(), last_keys.borrow(), &key_starts),
         (lower.borrow(), upper.borrow(), since.borrow()),
         &counts,
+        key_filter.parts(),
     );
     let footer_start = words.len();
     indexed::encode(&mut words, &footer);
@@ -145,6 +156,7 @@ pub struct FileIndex<U: Update> {
     key_starts: Vec<usize>,
     description: Description<U::Time>,
     counts: Counts,
+    filter: KeyFilter,
 }
 
 impl<U: Update> FileIndex<U> {
@@ -189,8 +201,15 @@ impl<U: Update> FileIndex<U> {
     fn from_footer(words: &[u64], footer_start: u64) -> Result<Self, String> {
         indexed::validate::<Footer<'_, U::Key, U::Time>>(words)?;
         let decoded = indexed::DecodedStore::new(words);
-        let ((offsets, crcs), (first_keys, last_keys, key_starts), (lower, upper, since), counts) =
-            <Footer<'_, U::Key, U::Time> as FromBytes>::from_store(&decoded, &mut 0);
+        let (
+            (offsets, crcs),
+            (first_keys, last_keys, key_starts),
+            (lower, upper, since),
+            counts,
+            (descriptor, fingerprints),
+        ) = <Footer<'_, U::Key, U::Time> as FromBytes>::from_store(&decoded, &mut 0);
+        let filter = KeyFilter::from_parts(descriptor, fingerprints)
+            .ok_or_else(|| "a key filter of the wrong size".to_string())?;
         let blocks = crcs.len();
         let consistent = offsets.len() == blocks + 1
             && first_keys.len() == blocks
@@ -231,6 +250,7 @@ impl<U: Update> FileIndex<U> {
                 keys: counts[1] as usize,
                 vals: counts[2] as usize,
             },
+            filter,
         })
     }
 
@@ -242,6 +262,11 @@ impl<U: Update> FileIndex<U> {
     /// The batch's sizes.
     pub fn counts(&self) -> Counts {
         self.counts
+    }
+
+    /// The batch's key filter (empty if it was written without one).
+    pub fn filter(&self) -> &KeyFilter {
+        &self.filter
     }
 
     /// The number of blocks.
@@ -289,6 +314,7 @@ impl<U: Update> FileIndex<U> {
             + self.key_starts.capacity() * 8
             + payload_bytes::<U::Key>(&self.first_keys)
             + payload_bytes::<U::Key>(&self.last_keys)
+            + self.filter.heap_bytes()
     }
 
     /// Reads block `index` from `reader` and checks it: its checksum, then its layout.

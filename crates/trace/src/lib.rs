@@ -7,7 +7,8 @@
 //!   reads them back in place, as [`BatchView`]s.
 //! - [`file`]: the batch file format, a batch's columns in checksummed blocks (of
 //!   [`block`]'s layout) with a footer index; [`stored`]: a batch kept in such a file, read
-//!   block by block through `ripple_storage`'s block cache, pinned by the reading handle.
+//!   block by block through `ripple_storage`'s block cache, pinned by the reading handle;
+//!   [`filter`]: each file's key filter, which batched lookups test probes against.
 //! - [`builder`]: sorted, consolidated updates (a sealed chain) to a batch, without sorting.
 //! - [`cursor`]: [`BatchCursor`] navigates one batch with borrowed items; [`trace_cursor`]
 //!   merges several on the fly.
@@ -53,6 +54,7 @@ mod columns;
 pub mod cursor;
 pub mod description;
 pub mod file;
+pub mod filter;
 pub mod handle;
 pub mod history;
 pub mod lookup;

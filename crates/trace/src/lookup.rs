@@ -26,10 +26,12 @@
 
 use crate::columns::KEY_FENCE;
 use crate::cursor::BatchCursor;
+use crate::filter::{may_contain, KeyHasher};
 use crate::trace_cursor::TraceCursor;
 use columnar::{Columnar, Index, Len, Ref};
 use ripple_updates::search::gallop;
 use ripple_updates::Update;
+use std::any::Any;
 use std::cmp::Ordering;
 
 impl<'a, U: Update> TraceCursor<'a, U> {
@@ -85,6 +87,20 @@ pub struct LookupScratch {
     blocks: Vec<u32>,
     /// Whether some batch is big (has key fences), so that [`next_hit_key`] prefetches.
     prefetch: bool,
+    /// For stored batches: the probes' hashes and which pass a batch's filter.
+    stored: StoredProbes,
+}
+
+/// What lookups into stored batches keep between lookups (see [`intersect_stored`]).
+#[derive(Default)]
+struct StoredProbes {
+    /// Each probe's key hash, computed once per lookup (`hashed`) for all stored batches.
+    hashes: Vec<u64>,
+    hashed: bool,
+    /// Of the probes in one block's key range, those its batch's filter passes.
+    passing: Vec<u32>,
+    /// A `KeyHasher` of the probes' key type, kept to hash without allocating.
+    hasher: Option<Box<dyn Any>>,
 }
 
 /// The values of one probed key, across the batches that have it.
@@ -192,9 +208,10 @@ pub fn start<'p, U: Update, P>(
         U::Key::reborrow(probes.get(0)),
         U::Key::reborrow(probes.get(probe_count - 1)),
     );
+    scratch.stored.hashed = false;
     for (batch, hits) in cursor.cursors.iter().zip(scratch.hits.iter_mut()) {
         if batch.stored().is_some() {
-            intersect_stored(batch, probes, hits);
+            intersect_stored(batch, probes, &mut scratch.stored, hits);
             continue;
         }
         let key_count = batch.key_count();
@@ -246,10 +263,13 @@ pub fn start<'p, U: Update, P>(
 /// Appends to `hits` the `(probe, key)` index pairs of a stored batch's keys among the probes,
 /// as RocksDB's MultiGet reads a file: the file's index routes each run of probes to the one
 /// block whose key range can hold them, skipping blocks (and probes) that no probe (key) falls
-/// in, and each block with probes in its range is read once for all of them.
+/// in; the probes of a block's range are tested against the batch's key filter (all probes
+/// hashed once per lookup, first); and the block is read once for all the probes that pass,
+/// not at all if none does.
 fn intersect_stored<'p, U: Update, P>(
     batch: &BatchCursor<'_, U>,
     probes: P,
+    scratch: &mut StoredProbes,
     hits: &mut Vec<(u32, u32)>,
 ) where
     P: Index<Ref = Ref<'p, U::Key>> + Len + Copy,
@@ -258,17 +278,30 @@ fn intersect_stored<'p, U: Update, P>(
     let index = stored.index();
     let (probe_count, block_count) = (probes.len(), stored.block_count());
     let probe = |i: usize| U::Key::reborrow(probes.get(i));
+    let tester = index.filter().tester();
+    if tester.is_some() && !scratch.hashed {
+        hash_probes::<U::Key, P>(probes, scratch);
+    }
     let (mut next, mut block) = (0, 0);
+    let (mut tested, mut passed) = (0, 0);
     while next < probe_count {
         block = index.block_not_before(block, probes.get(next));
         if block == block_count {
-            return;
+            break;
         }
         let (first, last) = index.key_range(block);
         let (first, last) = (U::Key::reborrow(first), U::Key::reborrow(last));
         next = gallop(next, probe_count, |i| probe(i) < first);
         let end = gallop(next, probe_count, |i| probe(i) <= last);
-        if next == end {
+        let (hashes, passing) = (&scratch.hashes, &mut scratch.passing);
+        passing.clear();
+        let filtered = (next as u32..end as u32)
+            .filter(|&i| tester.is_none() || may_contain(&tester, hashes[i as usize]));
+        passing.extend(filtered);
+        tested += end - next;
+        passed += passing.len();
+        next = end;
+        if passing.is_empty() {
             continue;
         }
         let view = batch.block_view(block);
@@ -276,21 +309,36 @@ fn intersect_stored<'p, U: Update, P>(
         let key_count = view.keys.len();
         let search = |from: usize, target| gallop(from, key_count, |i| key(i) < target);
         let start = hits.len();
-        intersect_galloping(
-            end - next,
-            key_count,
-            |i| probe(next + i),
-            key,
-            search,
-            hits,
-        );
+        let passing_probe = |i: usize| probe(passing[i] as usize);
+        intersect_galloping(passing.len(), key_count, passing_probe, key, search, hits);
         let base = index.key_start(block) as u32;
         for hit in &mut hits[start..] {
-            *hit = (hit.0 + next as u32, hit.1 + base);
+            *hit = (passing[hit.0 as usize], hit.1 + base);
         }
-        next = end;
         block += 1;
     }
+    if tester.is_some() {
+        stored.note_filtered(tested, passed);
+    }
+}
+
+/// Hashes every probe into `scratch.hashes`, once per lookup.
+#[inline(never)]
+fn hash_probes<'p, K: Columnar, P>(probes: P, scratch: &mut StoredProbes)
+where
+    P: Index<Ref = Ref<'p, K>> + Len + Copy,
+{
+    let hasher = scratch
+        .hasher
+        .get_or_insert_with(|| Box::new(KeyHasher::<K>::default()));
+    let hasher = hasher
+        .downcast_mut::<KeyHasher<K>>()
+        .expect("one key type per scratch");
+    scratch.hashes.clear();
+    scratch
+        .hashes
+        .extend((0..probes.len()).map(|i| hasher.hash(K::reborrow(probes.get(i)))));
+    scratch.hashed = true;
 }
 
 /// A batch is intersected with the probes by a linear walk when neither outnumbers the other by

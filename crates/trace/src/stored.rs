@@ -63,8 +63,14 @@ impl<U: Update> Batch<U> {
             return Ok(self.clone());
         }
         let (id, name) = storage.new_file();
-        let block_updates = storage.settings().block_updates;
-        let bytes = write_batch(storage.store(), &name, self, block_updates)?;
+        let settings = storage.settings();
+        let bytes = write_batch(
+            storage.store(),
+            &name,
+            self,
+            settings.block_updates,
+            settings.filters,
+        )?;
         storage.note_written(bytes);
         match StoredBatch::open(storage, id, name.clone(), true) {
             Ok(stored) => Ok(Batch::from_stored(stored)),
@@ -140,6 +146,11 @@ impl<U: Update> StoredBatch<U> {
     /// The file's index.
     pub(crate) fn index(&self) -> &FileIndex<U> {
         &self.index
+    }
+
+    /// Counts probes a lookup tested against the batch's filter, and those that passed.
+    pub(crate) fn note_filtered(&self, tested: usize, passed: usize) {
+        self.storage.note_filtered(tested as u64, passed as u64);
     }
 
     /// Heap bytes of the index (the blocks are the cache's).

@@ -45,6 +45,7 @@ fn storage_on(store: Box<dyn FileStore>, block_updates: usize, cache_bytes: usiz
         memory_budget: cache_bytes,
         cache_bytes,
         block_updates,
+        filters: true,
     };
     Arc::new(Storage::with_store(store, None, settings))
 }
@@ -97,7 +98,7 @@ fn written() -> (Scratch, Arc<Storage>, Batch<U>) {
         .collect();
     let batch = batch_of(rows);
     let storage = scratch.storage(16, 0);
-    write_batch(storage.store(), "batch", &batch, 16).expect("the file is written");
+    write_batch(storage.store(), "batch", &batch, 16, true).expect("the file is written");
     (scratch, storage, batch)
 }
 
@@ -266,7 +267,7 @@ fn failed_writes_leave_nothing() {
     assert!(error.to_string().contains("batch"), "{error}");
     // A local write whose rename fails (a directory holds the name) removes its partial file.
     std::fs::create_dir(scratch.0.join("taken")).expect("a directory");
-    let error = write_batch(&scratch.dir(), "taken", &batch, 8).expect_err("fails");
+    let error = write_batch(&scratch.dir(), "taken", &batch, 8, true).expect_err("fails");
     assert!(error.to_string().contains("taken"), "{error}");
     let left: Vec<_> = std::fs::read_dir(&scratch.0)
         .expect("the directory")
@@ -275,7 +276,7 @@ fn failed_writes_leave_nothing() {
     assert_eq!(left, vec![std::ffi::OsString::from("taken")]);
     // A file deleted is gone.
     let dir = scratch.dir();
-    write_batch(&dir, "batch", &batch, 8).expect("written");
+    write_batch(&dir, "batch", &batch, 8, false).expect("written");
     dir.delete("batch").expect("deleted");
     assert!(Batch::<U>::open_file(&scratch.storage(8, 0), "batch").is_err());
 }

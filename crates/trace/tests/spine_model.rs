@@ -336,8 +336,9 @@ proptest! {
         budget in prop_oneof![Just(0usize), Just(2000)],
         cache_bytes in prop_oneof![Just(0usize), Just(1000)],
         block_updates in 1usize..8,
+        filters in any::<bool>(),
     ) {
-        let settings = StorageSettings { memory_budget: budget.max(cache_bytes), cache_bytes, block_updates };
+        let settings = StorageSettings { memory_budget: budget.max(cache_bytes), cache_bytes, block_updates, filters };
         let spill = SpillDir::new_in_temp().expect("a spill directory");
         let storage = Arc::new(Storage::in_spill_dir(spill, settings));
         let config = SpineConfig { effort, compaction_min, compaction_share: 4 };

@@ -51,6 +51,7 @@ fn storage(budget: usize, cache_bytes: usize) -> Arc<Storage> {
         memory_budget: budget.max(cache_bytes),
         cache_bytes,
         block_updates: 64,
+        filters: true,
     };
     let spill = SpillDir::new_in_temp().expect("a spill directory");
     Arc::new(Storage::in_spill_dir(spill, settings))
@@ -168,4 +169,39 @@ fn stored_reads_copy_nothing() {
     }
     assert_eq!(calls() - before, 0, "warm lookups allocate");
     assert_eq!(found, 4 * 20_000usize.div_ceil(37));
+}
+
+/// Probes of absent keys inside a stored batch's key range are turned away by its key filter:
+/// few pass (about 1 in 256), and no block is read for those that do not.
+#[test]
+fn filters_spare_block_reads_for_absent_keys() {
+    let storage = storage(usize::MAX, 0);
+    // Keys 0, 2, 4, ...: the odd ones are absent but inside every block's key range.
+    let stored = batch(20_000, 2, 0).write_to(&storage).expect("written");
+    let snapshot = ripple_trace::TraceSnapshot::new(vec![stored]);
+    let mut probes = <String as Columnar>::Container::default();
+    for i in (1..40_000).step_by(2) {
+        probes.push(&format!("key{i:05}"));
+    }
+    let mut found = 0;
+    let mut cursor = snapshot.cursor();
+    let read_before = storage.stats().cache.misses;
+    cursor.lookup(probes.borrow(), &mut LookupScratch::default(), |_, _| {
+        found += 1
+    });
+    assert_eq!(found, 0);
+    let stats = storage.stats();
+    // Probes between two blocks' key ranges are skipped by the index, untested.
+    assert!(stats.probes_filtered >= 19_000, "{}", stats.probes_filtered);
+    assert!(
+        stats.probes_passed < 200,
+        "{} of 20,000 absent probes passed the filter",
+        stats.probes_passed
+    );
+    let blocks_read = stats.cache.misses - read_before;
+    assert!(
+        blocks_read <= stats.probes_passed,
+        "{blocks_read} blocks read for {} passing probes",
+        stats.probes_passed
+    );
 }

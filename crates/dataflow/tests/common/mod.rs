@@ -94,6 +94,7 @@ pub fn tiny_storage(memory_budget: usize, cache_bytes: usize) -> Arc<Storage> {
         memory_budget: memory_budget.max(cache_bytes),
         cache_bytes,
         block_updates: 4,
+        filters: true,
     };
     let spill = SpillDir::new_in_temp().expect("a spill directory");
     Arc::new(Storage::in_spill_dir(spill, settings))
