@@ -293,11 +293,11 @@ fn memory_budgets_give_the_same_bytes() {
         let base = [
             computation,
             "--nodes",
-            "300",
-            "--edges",
-            "600",
-            "--updates",
             "200",
+            "--edges",
+            "300",
+            "--updates",
+            "100",
         ];
         let expected = run(ripple().args(base));
         assert!(expected.status.success(), "{}", stderr(&expected));

@@ -29,12 +29,19 @@ pub struct StorageSettings {
     /// Whether batch files carry a key filter, which batched lookups test probes against
     /// before they read blocks.
     pub filters: bool,
+    /// Batches smaller than this stay in memory whatever the budget: the small, fresh
+    /// batches of the lower levels, which a spine holds a few of at a time and merges soon.
+    /// (Written out, each would cost a file's creation and deletion for a few updates.)
+    pub spill_min_bytes: usize,
 }
 
 impl StorageSettings {
     /// The default number of updates per block: blocks of some tens of kilobytes, read in
     /// one call each.
-    pub const BLOCK_UPDATES_DEFAULT: usize = 4096;
+    pub const BLOCK_UPDATES_DEFAULT: usize = 1024;
+
+    /// The default least size of a batch written out.
+    pub const SPILL_MIN_BYTES_DEFAULT: usize = 64 << 10;
 
     /// A budget of `memory_budget` bytes, a quarter of it for the cache.
     pub fn with_budget(memory_budget: usize) -> Self {
@@ -43,6 +50,7 @@ impl StorageSettings {
             cache_bytes: memory_budget / 4,
             block_updates: Self::BLOCK_UPDATES_DEFAULT,
             filters: true,
+            spill_min_bytes: Self::SPILL_MIN_BYTES_DEFAULT,
         }
     }
 }

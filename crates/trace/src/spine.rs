@@ -225,10 +225,11 @@ impl<U: Update> Spine<U> {
     }
 
     /// An empty spine that writes batches out to `storage` when the in-memory batches of all
-    /// spines of the process take more than its budget allows: the biggest batch of the highest
-    /// level first (the oldest and largest), one at a time until they fit again. Pending
-    /// batches, and the inputs of merges in progress, stay in memory: fresh batches are small,
-    /// and a merge's result is written out once it is placed.
+    /// spines of the process take more than its budget allows: the batch of the highest level
+    /// first (the oldest and largest), one at a time until they fit again. Pending batches,
+    /// batches under `StorageSettings::spill_min_bytes` and the inputs of merges in progress
+    /// stay in memory: fresh batches are small, and a merge's result is written out once it is
+    /// placed.
     pub fn with_storage(config: SpineConfig, storage: Option<Arc<Storage>>) -> Self {
         use timely::progress::Timestamp;
         let minimum = Antichain::from_elem(U::Time::minimum());
@@ -331,7 +332,7 @@ impl<U: Update> Spine<U> {
             if !storage.over_budget() {
                 return;
             }
-            let Some(level) = self.level_to_spill() else {
+            let Some(level) = self.level_to_spill(storage.settings().spill_min_bytes) else {
                 return;
             };
             let Level::Single(batch, _) = &mut self.levels[level] else {
@@ -344,9 +345,13 @@ impl<U: Update> Spine<U> {
         }
     }
 
-    /// The highest level holding a single non-empty batch in memory.
-    fn level_to_spill(&self) -> Option<usize> {
-        let in_memory = |level: &Level<U>| matches!(level, Level::Single(batch, _) if !batch.is_empty() && !batch.is_stored());
+    /// The highest level holding a single batch in memory of at least `min_bytes` (and at
+    /// least one update).
+    fn level_to_spill(&self, min_bytes: usize) -> Option<usize> {
+        let in_memory = |level: &Level<U>| {
+            matches!(level, Level::Single(batch, _)
+                if !batch.is_empty() && !batch.is_stored() && batch.heap_bytes() >= min_bytes)
+        };
         self.levels.iter().rposition(in_memory)
     }
 

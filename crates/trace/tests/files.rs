@@ -46,6 +46,7 @@ fn storage_on(store: Box<dyn FileStore>, block_updates: usize, cache_bytes: usiz
         cache_bytes,
         block_updates,
         filters: true,
+        spill_min_bytes: 0,
     };
     Arc::new(Storage::with_store(store, None, settings))
 }

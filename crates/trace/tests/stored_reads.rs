@@ -52,6 +52,7 @@ fn storage(budget: usize, cache_bytes: usize) -> Arc<Storage> {
         cache_bytes,
         block_updates: 64,
         filters: true,
+        spill_min_bytes: 0,
     };
     let spill = SpillDir::new_in_temp().expect("a spill directory");
     Arc::new(Storage::in_spill_dir(spill, settings))

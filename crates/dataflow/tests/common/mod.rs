@@ -95,6 +95,7 @@ pub fn tiny_storage(memory_budget: usize, cache_bytes: usize) -> Arc<Storage> {
         cache_bytes,
         block_updates: 4,
         filters: true,
+        spill_min_bytes: 0,
     };
     let spill = SpillDir::new_in_temp().expect("a spill directory");
     Arc::new(Storage::in_spill_dir(spill, settings))
