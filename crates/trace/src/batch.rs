@@ -142,6 +142,14 @@ impl<U: Update> Batch<U> {
         }
     }
 
+    /// This handle's pins, of a stored batch.
+    pub(crate) fn pins_mut(&mut self) -> Option<&mut Pins> {
+        match &mut self.columns {
+            Columns::Memory(_) => None,
+            Columns::Stored(_, pins) => Some(pins),
+        }
+    }
+
     /// True when the batch lives in a file rather than in memory.
     pub fn is_stored(&self) -> bool {
         self.stored().is_some()

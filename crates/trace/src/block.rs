@@ -74,13 +74,18 @@ fn short<'b, 'a: 'b, C: Columnar>(column: BorrowedOf<'a, C>) -> BorrowedOf<'b, C
 /// words are not a block of `U`'s columns (see the module documentation for what is checked).
 pub fn decode<U: Update>(words: &[u64]) -> Result<BatchView<'_, U>, String> {
     indexed::validate::<Encoded<'_, U>>(words)?;
-    decode_validated(words)
+    view_of(words, true)
 }
 
 /// [`decode`] for words that [`decode`] accepted before (a cached block entered again): skips
-/// the check of the slices' layout, which allocates, and keeps the cheap checks of the
-/// offsets, which do not.
+/// the checks that allocate (the slices' layout) or read every offset and pair index, and
+/// keeps those that cost a few comparisons.
 pub fn decode_validated<U: Update>(words: &[u64]) -> Result<BatchView<'_, U>, String> {
+    view_of(words, false)
+}
+
+/// The view of a block's words, its offsets and pair indices scanned if `scan`.
+fn view_of<U: Update>(words: &[u64], scan: bool) -> Result<BatchView<'_, U>, String> {
     let store = indexed::DecodedStore::new(words);
     let (
         (keys, key_fences),
@@ -89,9 +94,9 @@ pub fn decode_validated<U: Update>(words: &[u64]) -> Result<BatchView<'_, U>, St
         (val_meta, val_narrow, val_wide),
         (history_meta, times, diffs, narrow8, narrow16),
     ) = <Encoded<'_, U> as FromBytes>::from_store(&store, &mut 0);
-    let histories = HistoriesView::from_parts(history_meta, times, diffs, narrow8, narrow16)?;
-    let val_ends = OffsetsView::from_parts(val_meta, val_narrow, val_wide, histories.len())?;
-    let key_ends = OffsetsView::from_parts(key_meta, key_narrow, key_wide, vals.len())?;
+    let histories = HistoriesView::from_parts(history_meta, times, diffs, narrow8, narrow16, scan)?;
+    let val_ends = OffsetsView::from_parts(val_meta, val_narrow, val_wide, histories.len(), scan)?;
+    let key_ends = OffsetsView::from_parts(key_meta, key_narrow, key_wide, vals.len(), scan)?;
     if key_ends.len() != keys.len() || val_ends.len() != vals.len() {
         return Err(format!(
             "{} keys with {} value ranges, {} values with {} update ranges",

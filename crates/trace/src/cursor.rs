@@ -32,11 +32,15 @@ pub struct BatchCursor<'a, U: Update> {
     blocks: Option<Blocks<'a, U>>,
 }
 
+/// The block "in view" of a lookup cursor that has read none (see [`Batch::lookup_cursor`]):
+/// the block after it is block 0.
+const UNOPENED: usize = usize::MAX;
+
 /// Where a cursor of a stored batch reads its blocks.
 struct Blocks<'a, U: Update> {
     stored: &'a StoredBatch<U>,
     pins: &'a Pins,
-    /// The block in view.
+    /// The block in view ([`UNOPENED`] before the first).
     block: usize,
 }
 
@@ -53,6 +57,24 @@ impl<U: Update> Batch<U> {
     /// is read, and pinned in this handle).
     pub fn cursor(&self) -> BatchCursor<'_, U> {
         self.cursor_at(0)
+    }
+
+    /// A cursor for batched lookups ([`crate::lookup`]), which position it themselves: in a
+    /// stored batch it reads no block until a lookup sends it to one, and until then it is
+    /// at no key. In memory, the same as [`Batch::cursor`].
+    pub fn lookup_cursor(&self) -> BatchCursor<'_, U> {
+        match self.stored() {
+            None => BatchCursor::new(self.data().view()),
+            Some((stored, pins)) => {
+                let mut cursor = BatchCursor::new(stored.empty_view());
+                cursor.blocks = Some(Blocks {
+                    stored,
+                    pins,
+                    block: UNOPENED,
+                });
+                cursor
+            }
+        }
     }
 
     /// A cursor at key index `key` (at most the number of keys): in a stored batch, reads the
@@ -161,8 +183,9 @@ impl<'a, U: Update> BatchCursor<'a, U> {
     #[inline(always)]
     fn cross_block(&mut self) {
         if let Some(blocks) = &self.blocks {
-            if self.key >= self.view.keys.len() && blocks.block + 1 < blocks.stored.block_count() {
-                self.enter_block(blocks.block + 1, 0);
+            let next = blocks.block.wrapping_add(1);
+            if self.key >= self.view.keys.len() && next < blocks.stored.block_count() {
+                self.enter_block(next, 0);
             }
         }
     }
@@ -298,14 +321,12 @@ impl<'a, U: Update> BatchCursor<'a, U> {
     fn seek_block(&mut self, key: Ref<'_, U::Key>) {
         let blocks = self.blocks.expect("a stored batch's cursor");
         let count = blocks.stored.block_count();
-        let block = blocks
-            .stored
-            .index()
-            .block_not_before(blocks.block + 1, key);
+        let next = blocks.block.wrapping_add(1);
+        let block = blocks.stored.index().block_not_before(next, key);
         if block < count {
             self.enter_block(block, 0);
             self.key = self.search_key(0, key);
-        } else if blocks.block + 1 < count {
+        } else if next < count {
             self.enter_block(count - 1, 0);
             self.key = self.view.keys.len();
         }
@@ -354,7 +375,7 @@ impl<'a, U: Update> BatchCursor<'a, U> {
 
     /// Returns to the first key.
     pub fn rewind_keys(&mut self) {
-        if self.blocks.is_some_and(|blocks| blocks.block > 0) {
+        if self.blocks.is_some_and(|blocks| blocks.block != 0) {
             self.enter_block(0, 0);
         }
         self.key = 0;

@@ -103,13 +103,15 @@ impl<'a, T: Time, R: Semigroup> HistoriesView<'a, T, R> {
     }
 
     /// The view [`Self::parts`] made, checked so that no read of it can go out of bounds: the
-    /// pairs match the encoding, and every index names a stored pair.
+    /// pairs match the encoding, and every index names a stored pair. Without `scan`, the
+    /// indices are not read one by one (parts checked with a scan before, entered again).
     pub(crate) fn from_parts(
         meta: &[u64],
         times: BorrowedOf<'a, T>,
         diffs: BorrowedOf<'a, R>,
         narrow8: &'a [u8],
         narrow16: &'a [u16],
+        scan: bool,
     ) -> Result<Self, String> {
         let [len, encoding] = meta else {
             return Err(format!(
@@ -134,7 +136,7 @@ impl<'a, T: Time, R: Semigroup> HistoriesView<'a, T, R> {
             2 if narrow16.is_empty()
                 && indexed(
                     narrow8.len(),
-                    narrow8.iter().all(|&p| usize::from(p) < pairs),
+                    !scan || narrow8.iter().all(|&p| usize::from(p) < pairs),
                 ) =>
             {
                 PairIndexView::Narrow8(narrow8)
@@ -142,7 +144,7 @@ impl<'a, T: Time, R: Semigroup> HistoriesView<'a, T, R> {
             3 if narrow8.is_empty()
                 && indexed(
                     narrow16.len(),
-                    narrow16.iter().all(|&p| usize::from(p) < pairs),
+                    !scan || narrow16.iter().all(|&p| usize::from(p) < pairs),
                 ) =>
             {
                 PairIndexView::Narrow16(narrow16)

@@ -21,6 +21,9 @@ pub struct Merge<U: Update> {
     /// Next key to merge in each input.
     older_key: usize,
     newer_key: usize,
+    /// Of stored inputs, the first block the input's handle may still pin: the merge reads
+    /// through its own handles and keeps only each one's current block between calls.
+    pinned_from: [usize; 2],
     builder: Builder<U>,
     description: Description<U::Time>,
     /// The times and diffs of one value, advanced.
@@ -63,6 +66,7 @@ impl<U: Update> Merge<U> {
             newer,
             older_key: 0,
             newer_key: 0,
+            pinned_from: [0, 0],
             builder,
             description,
             scratch: Vec::new(),
@@ -83,14 +87,25 @@ impl<U: Update> Merge<U> {
             newer,
             older_key,
             newer_key,
+            pinned_from,
             builder,
             description,
             scratch,
             advance,
         } = self;
         let since = description.since.borrow();
-        // Fresh handles: a stored input's blocks stay pinned for this call's work only.
-        let (older, newer) = (older.clone(), newer.clone());
+        // Of the blocks the inputs' handles pinned so far, only the current ones are kept: a
+        // merge of stored batches holds a block of each at a time, and does not read the one
+        // it stopped in again.
+        for (input, (key, from)) in [&mut *older, &mut *newer].into_iter().zip(
+            [*older_key, *newer_key]
+                .into_iter()
+                .zip(pinned_from.iter_mut()),
+        ) {
+            let current = input.block_of_key(key);
+            input.unpin(*from..current);
+            *from = current;
+        }
         let mut a = older.cursor_at(*older_key);
         let mut b = newer.cursor_at(*newer_key);
         while *fuel > 0 {

@@ -43,12 +43,14 @@ impl<'a> OffsetsView<'a> {
 
     /// The view [`Self::parts`] made, checked: a described length that the stored ends do
     /// not match, or ends that decrease, is an error rather than a later panic. `count` is the
-    /// length the next level's column has, which the last end must equal.
+    /// length the next level's column has, which the last end must equal. Without `scan`, the
+    /// ends are not read one by one (parts checked with a scan before, entered again).
     pub(crate) fn from_parts(
         meta: &[u64],
         narrow: &'a [u32],
         wide: &'a [u64],
         count: usize,
+        scan: bool,
     ) -> Result<Self, String> {
         let [len, uniform, stride] = meta else {
             return Err(format!("offsets: {} header words, expected 3", meta.len()));
@@ -73,12 +75,13 @@ impl<'a> OffsetsView<'a> {
                 ))
             }
         };
-        let ends_increase = narrow.windows(2).all(|w| w[0] <= w[1])
-            && wide.windows(2).all(|w| w[0] <= w[1])
-            && match (narrow.last(), wide.first()) {
-                (Some(&narrow), Some(&wide)) => u64::from(narrow) <= wide,
-                _ => true,
-            };
+        let ends_increase = !scan
+            || narrow.windows(2).all(|w| w[0] <= w[1])
+                && wide.windows(2).all(|w| w[0] <= w[1])
+                && match (narrow.last(), wide.first()) {
+                    (Some(&narrow), Some(&wide)) => u64::from(narrow) <= wide,
+                    _ => true,
+                };
         let last = match view.uniform {
             Some(stride) => stride.checked_mul(len as u64),
             None => Some(view.last_end() as u64),

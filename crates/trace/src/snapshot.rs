@@ -68,6 +68,11 @@ impl<U: Update> TraceSnapshot<U> {
         TraceCursor::new(&self.batches)
     }
 
+    /// A cursor for batched lookups alone (see [`TraceCursor::for_lookups`]).
+    pub fn lookup_cursor(&self) -> TraceCursor<'_, U> {
+        TraceCursor::for_lookups(&self.batches)
+    }
+
     /// Finds each of `probes` (sorted) in every batch, one forward pass per batch, and calls
     /// `found(probe_index, values)` for each probe present in some batch, in probe order. See
     /// [`crate::lookup`].
@@ -79,7 +84,7 @@ impl<U: Update> TraceSnapshot<U> {
     ) where
         P: columnar::Index<Ref = columnar::Ref<'p, U::Key>> + columnar::Len + Copy,
     {
-        self.cursor().lookup(probes, scratch, found)
+        self.lookup_cursor().lookup(probes, scratch, found)
     }
 
     /// The accumulated collection at `time`: every `(key, val)` with the sum of its diffs at

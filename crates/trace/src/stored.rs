@@ -52,6 +52,9 @@ pub struct StoredBatch<U: Update> {
     index: FileIndex<U>,
     /// Whether dropping the batch deletes its file (files the spine wrote, not files opened).
     owned: bool,
+    /// A block of no keys: what a lookup cursor views before its first block (see
+    /// [`Batch::lookup_cursor`]).
+    empty: Box<[u64]>,
 }
 
 impl<U: Update> Batch<U> {
@@ -103,6 +106,30 @@ impl<U: Update> Batch<U> {
         Ok(())
     }
 
+    /// The block of a stored batch holding key index `key` (the last block past the last
+    /// key; 0 in memory).
+    pub fn block_of_key(&self, key: usize) -> usize {
+        match self.stored() {
+            Some((stored, _)) if key < stored.counts().keys => {
+                stored.index().block_of_key_index(key)
+            }
+            Some((stored, _)) => stored.block_count() - 1,
+            None => 0,
+        }
+    }
+
+    /// Lets go of this handle's pins of the blocks `blocks` of a stored batch: a reader that
+    /// moves forward through the batch (a merge) keeps only the block it is in. Takes `&mut`,
+    /// so no reference into those blocks can be alive.
+    pub fn unpin(&mut self, blocks: std::ops::Range<usize>) {
+        if let Some(pins) = self.pins_mut() {
+            let end = blocks.end.min(pins.len());
+            for pin in &mut pins[blocks.start.min(end)..end] {
+                pin.take();
+            }
+        }
+    }
+
     /// The number of blocks of a stored batch (0 for one in memory).
     pub fn block_count(&self) -> usize {
         self.stored().map_or(0, |(stored, _)| stored.block_count())
@@ -118,6 +145,10 @@ impl<U: Update> StoredBatch<U> {
     ) -> Result<Self, StorageError> {
         let reader = storage.store().open(&name)?;
         let index = FileIndex::open(&*reader)?;
+        let mut empty = Vec::new();
+        let nothing = Batch::<U>::empty(index.description().clone());
+        block::encode(nothing.view().expect("in memory"), &mut empty);
+        debug_assert!(block::decode::<U>(&empty).is_ok());
         Ok(Self {
             storage: Arc::clone(storage),
             id,
@@ -125,6 +156,7 @@ impl<U: Update> StoredBatch<U> {
             reader,
             index,
             owned,
+            empty: empty.into_boxed_slice(),
         })
     }
 
@@ -188,6 +220,14 @@ impl<U: Update> StoredBatch<U> {
                 path: self.reader.path().to_path_buf(),
                 what: format!("block {index}: {what}"),
             }),
+        }
+    }
+
+    /// The columns of a block of no keys.
+    pub(crate) fn empty_view(&self) -> BatchView<'_, U> {
+        match block::decode_validated::<U>(&self.empty) {
+            Ok(view) => view,
+            Err(what) => panic!("an empty block does not decode: {what}"),
         }
     }
 

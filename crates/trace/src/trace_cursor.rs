@@ -23,14 +23,23 @@ pub struct TraceCursor<'a, U: Update> {
 impl<'a, U: Update> TraceCursor<'a, U> {
     /// A cursor over `batches` (empty ones are skipped), at the least key.
     pub fn new(batches: &'a [Batch<U>]) -> Self {
+        Self::with_cursors(batches, Batch::cursor)
+    }
+
+    /// A cursor over `batches` for batched lookups ([`crate::lookup`]) alone: its stored
+    /// batches read no block until a lookup needs one (see [`Batch::lookup_cursor`]), so until
+    /// the first lookup it may be at no key.
+    pub fn for_lookups(batches: &'a [Batch<U>]) -> Self {
+        Self::with_cursors(batches, Batch::lookup_cursor)
+    }
+
+    fn with_cursors(
+        batches: &'a [Batch<U>],
+        cursor: impl FnMut(&'a Batch<U>) -> BatchCursor<'a, U>,
+    ) -> Self {
         // Sized up front: collected through the filter, the vector would grow step by step.
         let mut cursors = Vec::with_capacity(batches.len());
-        cursors.extend(
-            batches
-                .iter()
-                .filter(|batch| !batch.is_empty())
-                .map(Batch::cursor),
-        );
+        cursors.extend(batches.iter().filter(|batch| !batch.is_empty()).map(cursor));
         // Sized once: at most every cursor is at the least key.
         let mut cursor = Self {
             at_key: Vec::with_capacity(cursors.len()),

@@ -119,7 +119,8 @@ fn key_hits_at(
     time: &u64,
 ) -> Vec<(u64, u64, i64)> {
     let snapshot = spine.snapshot();
-    let mut cursor = snapshot.cursor();
+    // A cursor for lookups alone, as reduce's: stored batches open no block before the lookup.
+    let mut cursor = snapshot.lookup_cursor();
     let mut scratch = LookupScratch::default();
     let mut out = BTreeMap::new();
     cursor.start_lookup(probes, &mut scratch);

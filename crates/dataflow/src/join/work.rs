@@ -49,7 +49,7 @@ where
         let key_count = self.batch.key_count();
         let keys = (self.batch.keys()).expect("an arrangement sends batches in memory");
         let mut batch_cursor = self.batch.cursor();
-        let mut trace_cursor = self.trace.cursor();
+        let mut trace_cursor = self.trace.lookup_cursor();
         let mut batch_history = KeyUpdates::<VB, T, RB>::default();
         let mut trace_history = KeyUpdates::<VT, T, RT>::default();
         let mut pairs = Vec::new();

@@ -225,9 +225,9 @@ where
         }
         let key_column = key_column.borrow();
         let mut cursors = (
-            interval.history.cursor(),
-            interval.new.cursor(),
-            output.cursor(),
+            interval.history.lookup_cursor(),
+            interval.new.lookup_cursor(),
+            output.lookup_cursor(),
         );
         let mut buffers = std::mem::take(&mut self.buffers).recycle();
         let upper = interval.upper.borrow();
