@@ -4,9 +4,9 @@
 //! one handle per cached block; a reader that reads a block holds another for as long as it
 //! may hand out references into the words (Kudu's lesson: readers point into shared immutable
 //! blocks instead of copying values out). A block with a reader's handle is *pinned*: the
-//! cache may drop its own handle (the words stay alive for the reader), but it evicts
-//! unpinned blocks first, least recently used first, and only unpinned blocks count as
-//! evictions that free memory. Every block's words are counted while alive, cached or not
+//! cache evicts least recently used blocks first, pinned or not: a pinned block's words stay
+//! alive for its readers after the cache drops its handle, and are freed when the last reader
+//! lets go. Every block's words are counted while alive, cached or not
 //! ([`CacheStats::resident_bytes`]), so pinned bytes are visible.
 
 use std::collections::{BTreeMap, HashMap};
@@ -157,26 +157,19 @@ impl BlockCache {
         self.evict(&mut state);
     }
 
-    /// Drops least recently used blocks until the cached bytes fit the budget: unpinned ones
-    /// first, then (if pinned blocks alone exceed it) pinned ones, whose words stay alive for
-    /// their readers.
+    /// Drops least recently used blocks until the cached bytes fit the budget. A block a
+    /// reader still pins goes too (its words stay alive for the reader, and are freed when it
+    /// lets go): skipping pinned blocks made each eviction scan past every block the readers
+    /// of one activation hold, and made the cache slower than no cache at all (see
+    /// docs/perf-notes.md, section "Storage: block cache eviction").
     fn evict(&self, state: &mut CacheState) {
-        for pinned_too in [false, true] {
-            let mut cursor = 0u64;
-            while state.bytes > self.budget {
-                let Some((&tick, &key)) = state.by_use.range(cursor..).next() else {
-                    break;
-                };
-                cursor = tick + 1;
-                let (block, _) = &state.entries[&key];
-                if !pinned_too && Arc::strong_count(block) > 1 {
-                    continue;
-                }
-                let (block, _) = state.entries.remove(&key).expect("indexed by use");
-                state.by_use.remove(&tick);
-                state.bytes -= block.byte_len();
-                self.evictions.fetch_add(1, Ordering::Relaxed);
-            }
+        while state.bytes > self.budget {
+            let Some((_, key)) = state.by_use.pop_first() else {
+                break;
+            };
+            let (block, _) = state.entries.remove(&key).expect("indexed by use");
+            state.bytes -= block.byte_len();
+            self.evictions.fetch_add(1, Ordering::Relaxed);
         }
     }
 
@@ -250,7 +243,7 @@ mod tests {
         let cache = BlockCache::new(80);
         let pinned = cache.get((1, 0), read(10)).unwrap();
         let _other = cache.get((1, 1), read(10)).unwrap();
-        // Both pinned, one cached: the cache dropped its handle on one, the words live on.
+        // Both pinned, one cached: the cache dropped its handle on the older, its words live on.
         assert_eq!(cache.stats().cached_bytes, 80);
         assert_eq!(cache.stats().resident_bytes, 160);
         assert_eq!(pinned.words(), &[7; 10][..]);

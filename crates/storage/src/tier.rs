@@ -38,7 +38,7 @@ pub struct StorageSettings {
 impl StorageSettings {
     /// The default number of updates per block: blocks of some tens of kilobytes, read in
     /// one call each.
-    pub const BLOCK_UPDATES_DEFAULT: usize = 1024;
+    pub const BLOCK_UPDATES_DEFAULT: usize = 256;
 
     /// The default least size of a batch written out.
     pub const SPILL_MIN_BYTES_DEFAULT: usize = 64 << 10;
