@@ -314,6 +314,28 @@ impl<'a, U: Update> BatchCursor<'a, U> {
         self.enter_key();
     }
 
+    /// Moves to the first key `>= key` from the start of the batch: in a stored batch,
+    /// reading only the block the key can be in (where rewinding would read the first).
+    pub fn seek_from_start(&mut self, key: Ref<'_, U::Key>) {
+        match self.blocks {
+            Some(blocks) => {
+                let count = blocks.stored.block_count();
+                let block = blocks.stored.index().block_not_before(0, key);
+                self.enter_block(block.min(count - 1), 0);
+                self.key = if block < count {
+                    self.search_key(0, key)
+                } else {
+                    self.view.keys.len()
+                };
+                self.enter_key();
+            }
+            None => {
+                self.rewind_keys();
+                self.seek_key(key);
+            }
+        }
+    }
+
     /// [`Self::seek_key`] past the block in view: enters the block the key can be in, by the
     /// file's index, and searches it; at the end of the last block if none.
     #[cold]

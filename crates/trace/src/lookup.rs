@@ -191,9 +191,19 @@ pub fn start<'p, U: Update, P>(
         // A single probe: a fresh seek in each batch, without the per-batch hit lists.
         let target = U::Key::reborrow(probes.get(0));
         cursor.at_key.clear();
+        scratch.stored.hashed = false;
         for (index, batch) in cursor.cursors.iter_mut().enumerate() {
-            batch.rewind_keys();
-            batch.seek_key(target);
+            if batch.stored().is_some() {
+                // Only the block the key can be in is read, and only if the filter lets the
+                // key through.
+                if !stored_may_hold(batch, probes, &mut scratch.stored) {
+                    continue;
+                }
+                batch.seek_from_start(target);
+            } else {
+                batch.rewind_keys();
+                batch.seek_key(target);
+            }
             if batch
                 .get_key()
                 .is_some_and(|key| U::Key::reborrow(key) == target)
@@ -320,6 +330,35 @@ fn intersect_stored<'p, U: Update, P>(
     if tester.is_some() {
         stored.note_filtered(tested, passed);
     }
+}
+
+/// For a single probe into a stored batch: whether its key range and filter let the probe
+/// through (no block read).
+fn stored_may_hold<'p, U: Update, P>(
+    batch: &BatchCursor<'_, U>,
+    probes: P,
+    scratch: &mut StoredProbes,
+) -> bool
+where
+    P: Index<Ref = Ref<'p, U::Key>> + Len + Copy,
+{
+    let stored = batch.stored().expect("a stored batch");
+    let index = stored.index();
+    let target = U::Key::reborrow(probes.get(0));
+    let block = index.block_not_before(0, probes.get(0));
+    if block == stored.block_count() || target < U::Key::reborrow(index.key_range(block).0) {
+        return false;
+    }
+    let tester = index.filter().tester();
+    if tester.is_none() {
+        return true;
+    }
+    if !scratch.hashed {
+        hash_probes::<U::Key, P>(probes, scratch);
+    }
+    let passed = may_contain(&tester, scratch.hashes[0]);
+    stored.note_filtered(1, usize::from(passed));
+    passed
 }
 
 /// Hashes every probe into `scratch.hashes`, once per lookup.

@@ -33,14 +33,18 @@ use crate::batch::{check_view, Batch, BatchView};
 use crate::block;
 use crate::file::{write_batch, Counts, FileIndex};
 use columnar::Columnar;
+use elsa::FrozenMap;
 use ripple_storage::{Block, FileReader, Storage, StorageError};
 use ripple_updates::Update;
-use std::cell::OnceCell;
+use rustc_hash::FxBuildHasher;
 use std::sync::Arc;
 
-/// A handle's pins: per block of a stored batch, the block once a cursor of the handle has
-/// read it.
-pub(crate) type Pins = Box<[OnceCell<Block>]>;
+/// A handle's pins: the blocks of a stored batch its cursors have read, by index. Blocks are
+/// only added through a shared reference (elsa's `FrozenMap` hands out references to the
+/// blocks' words, which stay put while the map grows), and taken out only through `&mut`, when
+/// no reference can be alive. Empty, it has allocated nothing: a handle costs nothing per
+/// block of its batch.
+pub(crate) type Pins = FrozenMap<usize, Block, FxBuildHasher>;
 
 /// A batch in a batch file (see the module documentation).
 pub struct StoredBatch<U: Update> {
@@ -123,9 +127,8 @@ impl<U: Update> Batch<U> {
     /// so no reference into those blocks can be alive.
     pub fn unpin(&mut self, blocks: std::ops::Range<usize>) {
         if let Some(pins) = self.pins_mut() {
-            let end = blocks.end.min(pins.len());
-            for pin in &mut pins[blocks.start.min(end)..end] {
-                pin.take();
+            if !blocks.is_empty() {
+                pins.as_mut().retain(|block, _| !blocks.contains(block));
             }
         }
     }
@@ -133,6 +136,15 @@ impl<U: Update> Batch<U> {
     /// The number of blocks of a stored batch (0 for one in memory).
     pub fn block_count(&self) -> usize {
         self.stored().map_or(0, |(stored, _)| stored.block_count())
+    }
+
+    /// The size of a stored batch's key filter in bits per key (`None` without one).
+    pub fn filter_bits_per_key(&self) -> Option<f64> {
+        let (stored, _) = self.stored()?;
+        let filter = stored.index().filter();
+        filter
+            .is_present()
+            .then(|| filter.bits_per_key(stored.counts().keys))
     }
 }
 
@@ -162,7 +174,7 @@ impl<U: Update> StoredBatch<U> {
 
     /// Empty pins for a new handle.
     pub(crate) fn pins(&self) -> Pins {
-        (0..self.block_count()).map(|_| OnceCell::new()).collect()
+        Pins::default()
     }
 
     /// The batch's description.
@@ -208,10 +220,13 @@ impl<U: Update> StoredBatch<U> {
     /// cannot be read ends the worker (see the module documentation).
     #[inline]
     pub(crate) fn view<'a>(&self, pins: &'a Pins, index: usize) -> BatchView<'a, U> {
-        let block = pins[index].get_or_init(|| match self.read(index) {
-            Ok(block) => block,
-            Err(error) => self.storage.fail(error),
-        });
+        let block = match pins.get(&index) {
+            Some(block) => block,
+            None => match self.read(index) {
+                Ok(block) => pins.insert(index, block),
+                Err(error) => self.storage.fail(error),
+            },
+        };
         // Checked by `block::decode` when read.
         match block::decode_validated::<U>(block.words()) {
             Ok(view) => view,
