@@ -80,7 +80,7 @@ struct CacheState {
 }
 
 impl BlockCache {
-    /// A cache holding at most `budget` bytes of unpinned blocks (0: none; every read goes to
+    /// A cache holding at most `budget` bytes of blocks (0: none; every read goes to
     /// the file).
     pub fn new(budget: usize) -> Self {
         Self {

@@ -15,10 +15,10 @@
 //! which the encoded batch guaranteed: words must be vouched for by a checksum before they are
 //! decoded, as a batch file's blocks are.
 
-use crate::batch::BatchView;
 use crate::columns::{FENCED_KEYS_MIN, KEY_FENCE};
 use crate::history::HistoriesView;
 use crate::offsets::OffsetsView;
+use crate::view::BatchView;
 use columnar::bytes::indexed;
 use columnar::{Borrow, BorrowedOf, Columnar, ContainerOf, FromBytes, Len};
 use ripple_updates::Update;

@@ -9,10 +9,11 @@
 //! and value positions are the block's; [`BatchCursor::key_index`] is the key's index in the
 //! whole batch, as in memory.
 
-use crate::batch::{Batch, BatchView};
+use crate::batch::Batch;
 use crate::columns::{prefetch_item, KEY_FENCE};
 use crate::history::HistoriesView;
 use crate::stored::{Pins, StoredBatch};
+use crate::view::BatchView;
 use columnar::{Columnar, Index, Len, Ref};
 use ripple_updates::search::gallop;
 use ripple_updates::update::Row;

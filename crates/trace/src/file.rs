@@ -17,28 +17,26 @@
 //! without reading any. Words are stored in the machine's byte order (little-endian on every
 //! target ripple builds for).
 
-use crate::batch::Batch;
 use crate::block;
-use crate::builder::Builder;
 use crate::description::Description;
-use crate::filter::{KeyFilter, KeyHasher};
+use crate::filter::KeyFilter;
 use columnar::bytes::indexed;
-use columnar::{Borrow, BorrowedOf, Columnar, Container, ContainerOf, FromBytes, Index, Len, Push};
-use ripple_storage::{FileReader, FileStore, StorageError};
+use columnar::{Borrow, BorrowedOf, Columnar, Container, ContainerOf, FromBytes, Index, Len};
+use ripple_storage::{FileReader, StorageError};
 use ripple_updates::{Antichain, Update};
 
 /// The first eight bytes of a batch file's last word: `RPLBATCH`.
-const MAGIC: u64 = u64::from_le_bytes(*b"RPLBATCH");
+pub(crate) const MAGIC: u64 = u64::from_le_bytes(*b"RPLBATCH");
 
 /// The format version this code writes and reads.
-const VERSION: u32 = 1;
+pub(crate) const VERSION: u32 = 1;
 
 /// The trailer's length in words, and in bytes.
-const TRAILER_WORDS: usize = 3;
+pub(crate) const TRAILER_WORDS: usize = 3;
 const TRAILER_BYTES: u64 = TRAILER_WORDS as u64 * 8;
 
 /// The footer's columns (see the module documentation).
-type Footer<'a, K, T> = (
+pub(crate) type Footer<'a, K, T> = (
     (&'a [u64], &'a [u32]),
     (BorrowedOf<'a, K>, BorrowedOf<'a, K>, &'a [u64]),
     (BorrowedOf<'a, T>, BorrowedOf<'a, T>, BorrowedOf<'a, T>),
@@ -47,7 +45,7 @@ type Footer<'a, K, T> = (
 );
 
 /// The CRC-32C of `words` as stored.
-fn checksum(words: &[u64]) -> u32 {
+pub(crate) fn checksum(words: &[u64]) -> u32 {
     crc32c::crc32c(bytemuck::cast_slice(words))
 }
 
@@ -57,91 +55,6 @@ pub struct Counts {
     pub updates: usize,
     pub keys: usize,
     pub vals: usize,
-}
-
-/// Writes `batch` as the batch file `name` in `store`, in blocks of whole keys holding about
-/// `block_updates` updates each (at least one key per block), with a key filter if `filter`.
-/// Returns the file's length in bytes. On error no file of that name is left (see
-/// [`FileStore::write`]).
-pub fn write_batch<U: Update>(
-    store: &dyn FileStore,
-    name: &str,
-    batch: &Batch<U>,
-    block_updates: usize,
-    filter: bool,
-) -> Result<u64, StorageError> {
-    let mut hasher = KeyHasher::<U::Key>::default();
-    let mut hashes = Vec::new();
-    let description = batch.description();
-    let mut words: Vec<u64> = Vec::new();
-    let mut offsets = vec![0u64];
-    let mut crcs: Vec<u32> = Vec::new();
-    let mut first_keys = ContainerOf::<U::Key>::default();
-    let mut last_keys = ContainerOf::<U::Key>::default();
-    let mut key_starts = vec![0u64];
-    let mut builder = Builder::<U>::new();
-    let mut history: Vec<(U::Time, U::Diff)> = Vec::new();
-    let mut cursor = batch.cursor();
-    let mut keys = 0u64;
-    while let Some(key) = cursor.get_key() {
-        if builder.is_empty() {
-            first_keys.push(key);
-        }
-        if filter {
-            hashes.push(hasher.hash(key));
-        }
-        while let Some(val) = cursor.get_val() {
-            history.clear();
-            cursor.map_times(|time, diff| {
-                history.push((U::Time::into_owned(time), U::Diff::into_owned(diff)))
-            });
-            builder.push_history(key, val, &history);
-            cursor.step_val();
-        }
-        cursor.step_key();
-        keys += 1;
-        if builder.len() >= block_updates.max(1) || cursor.get_key().is_none() {
-            last_keys.push(key);
-            key_starts.push(keys);
-            let start = words.len();
-            let block = builder.build(description.clone());
-            block::encode(
-                block.view().expect("a block is built in memory"),
-                &mut words,
-            );
-            crcs.push(checksum(&words[start..]));
-            offsets.push(words.len() as u64 * 8);
-        }
-    }
-    let counts = [
-        batch.len() as u64,
-        batch.key_count() as u64,
-        batch.val_count() as u64,
-    ];
-    let lower = column_of::<U::Time>(description.lower.elements());
-    let upper = column_of::<U::Time>(description.upper.elements());
-    let since = column_of::<U::Time>(description.since.elements());
-    let key_filter = KeyFilter::build(&mut hashes);
-    let footer: Footer<'_, U::Key, U::Time> = (
-        (&offsets, &crcs),
-        (first_keys.borrow(), last_keys.borrow(), &key_starts),
-        (lower.borrow(), upper.borrow(), since.borrow()),
-        &counts,
-        key_filter.parts(),
-    );
-    let footer_start = words.len();
-    indexed::encode(&mut words, &footer);
-    let footer_words = &words[footer_start..];
-    let trailer = [
-        footer_words.len() as u64,
-        (u64::from(checksum(footer_words)) << 32) | u64::from(VERSION),
-        MAGIC,
-    ];
-    store.write(
-        name,
-        &[bytemuck::cast_slice(&words), bytemuck::cast_slice(&trailer)],
-    )?;
-    Ok(((words.len() + TRAILER_WORDS) * 8) as u64)
 }
 
 /// A batch file's index and description, read once when it is opened; blocks are read on
@@ -340,13 +253,4 @@ fn owned<C: Columnar>(column: BorrowedOf<'_, C>) -> ContainerOf<C> {
     let mut owned = ContainerOf::<C>::default();
     owned.extend_from_self(column, 0..column.len());
     owned
-}
-
-/// `items` as a column.
-fn column_of<C: Columnar>(items: &[C]) -> ContainerOf<C> {
-    let mut column = ContainerOf::<C>::default();
-    for item in items {
-        column.push(item);
-    }
-    column
 }

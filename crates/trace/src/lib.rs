@@ -3,12 +3,13 @@
 //! - [`batch`]: a [`Batch`] is an immutable columnar trie `key -> val -> (time, diff)` for an
 //!   interval of times ([`Description`]), shared by reference count. [`offsets`] and
 //!   [`history`] are its compact encodings; `columns` holds helpers the levels share, and
-//!   `map_times` rewrites a batch's times. [`block`] lays a batch's columns out as words and
-//!   reads them back in place, as [`BatchView`]s.
-//! - [`file`]: the batch file format, a batch's columns in checksummed blocks (of
-//!   [`block`]'s layout) with a footer index; [`stored`]: a batch kept in such a file, read
-//!   block by block through `ripple_storage`'s block cache, pinned by the reading handle;
-//!   [`filter`]: each file's key filter, which batched lookups test probes against.
+//!   `map_times` rewrites a batch's times. [`view`]: [`BatchView`], a batch's columns borrowed,
+//!   wherever they live; [`block`] lays them out as words and reads them back in place.
+//! - [`file`](mod@file): the batch file format, a batch's columns in checksummed blocks (of
+//!   [`block`]'s layout) with a footer index; [`persist`] writes batches as files and opens
+//!   them; [`stored`]: a batch kept in such a file, read block by block through
+//!   `ripple_storage`'s block cache, pinned by the reading handle; [`filter`]: each file's key
+//!   filter, which batched lookups test probes against.
 //! - [`builder`]: sorted, consolidated updates (a sealed chain) to a batch, without sorting.
 //! - [`cursor`]: [`BatchCursor`] navigates one batch with borrowed items; [`trace_cursor`]
 //!   merges several on the fly.
@@ -61,12 +62,14 @@ pub mod lookup;
 mod map_times;
 pub mod merge;
 pub mod offsets;
+pub mod persist;
 pub mod snapshot;
 pub mod spine;
 pub mod stored;
 pub mod trace_cursor;
+pub mod view;
 
-pub use batch::{Batch, BatchView};
+pub use batch::Batch;
 pub use builder::Builder;
 pub use cursor::BatchCursor;
 pub use description::Description;
@@ -75,3 +78,4 @@ pub use lookup::{LookupScratch, ValCursor};
 pub use snapshot::TraceSnapshot;
 pub use spine::{Spine, SpineConfig};
 pub use trace_cursor::TraceCursor;
+pub use view::BatchView;

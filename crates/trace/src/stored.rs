@@ -29,9 +29,10 @@
 //! assert_eq!(key, Some(&1));
 //! ```
 
-use crate::batch::{check_view, Batch, BatchView};
 use crate::block;
-use crate::file::{write_batch, Counts, FileIndex};
+use crate::description::Description;
+use crate::file::{Counts, FileIndex};
+use crate::view::{check_view, BatchView};
 use columnar::Columnar;
 use elsa::FrozenMap;
 use ripple_storage::{Block, FileReader, Storage, StorageError};
@@ -61,106 +62,22 @@ pub struct StoredBatch<U: Update> {
     empty: Box<[u64]>,
 }
 
-impl<U: Update> Batch<U> {
-    /// Writes this batch to a new file of `storage` and returns it as a stored batch, whose
-    /// file is deleted when the last handle to it drops. On error no file is left. An empty
-    /// batch has nothing to store: it is returned as it is.
-    pub fn write_to(&self, storage: &Arc<Storage>) -> Result<Batch<U>, StorageError> {
-        if self.is_empty() {
-            return Ok(self.clone());
-        }
-        let (id, name) = storage.new_file();
-        let settings = storage.settings();
-        let bytes = write_batch(
-            storage.store(),
-            &name,
-            self,
-            settings.block_updates,
-            settings.filters,
-        )?;
-        storage.note_written(bytes);
-        match StoredBatch::open(storage, id, name.clone(), true) {
-            Ok(stored) => Ok(Batch::from_stored(stored)),
-            Err(error) => {
-                let _ = storage.store().delete(&name);
-                Err(error)
-            }
-        }
-    }
-
-    /// Opens the batch file `name` of `storage`'s store, which stays when the batch drops.
-    pub fn open_file(storage: &Arc<Storage>, name: &str) -> Result<Batch<U>, StorageError> {
-        let (id, _) = storage.new_file();
-        let stored = StoredBatch::open(storage, id, name.to_string(), false)?;
-        if stored.block_count() == 0 {
-            // A stored batch has a block to read; an empty one needs none.
-            return Ok(Batch::empty(stored.description().clone()));
-        }
-        Ok(Batch::from_stored(stored))
-    }
-
-    /// Reads and checks every block of a stored batch (nothing for one in memory): an error
-    /// names the file and the first block that is damaged.
-    pub fn check_blocks(&self) -> Result<(), StorageError> {
-        if let Some((stored, _)) = self.stored() {
-            for index in 0..stored.block_count() {
-                stored.read(index)?;
-            }
-        }
-        Ok(())
-    }
-
-    /// The block of a stored batch holding key index `key` (the last block past the last
-    /// key; 0 in memory).
-    pub fn block_of_key(&self, key: usize) -> usize {
-        match self.stored() {
-            Some((stored, _)) if key < stored.counts().keys => {
-                stored.index().block_of_key_index(key)
-            }
-            Some((stored, _)) => stored.block_count() - 1,
-            None => 0,
-        }
-    }
-
-    /// Lets go of this handle's pins of the blocks `blocks` of a stored batch: a reader that
-    /// moves forward through the batch (a merge) keeps only the block it is in. Takes `&mut`,
-    /// so no reference into those blocks can be alive.
-    pub fn unpin(&mut self, blocks: std::ops::Range<usize>) {
-        if let Some(pins) = self.pins_mut() {
-            if !blocks.is_empty() {
-                pins.as_mut().retain(|block, _| !blocks.contains(block));
-            }
-        }
-    }
-
-    /// The number of blocks of a stored batch (0 for one in memory).
-    pub fn block_count(&self) -> usize {
-        self.stored().map_or(0, |(stored, _)| stored.block_count())
-    }
-
-    /// The size of a stored batch's key filter in bits per key (`None` without one).
-    pub fn filter_bits_per_key(&self) -> Option<f64> {
-        let (stored, _) = self.stored()?;
-        let filter = stored.index().filter();
-        filter
-            .is_present()
-            .then(|| filter.bits_per_key(stored.counts().keys))
-    }
-}
-
 impl<U: Update> StoredBatch<U> {
-    fn open(
+    /// Opens the batch file `name` of `storage`, numbered `id`; `empty` is a block of no keys
+    /// (see [`StoredBatch::empty_view`]).
+    pub(crate) fn open(
         storage: &Arc<Storage>,
         id: u64,
         name: String,
         owned: bool,
+        empty: Vec<u64>,
     ) -> Result<Self, StorageError> {
         let reader = storage.store().open(&name)?;
         let index = FileIndex::open(&*reader)?;
-        let mut empty = Vec::new();
-        let nothing = Batch::<U>::empty(index.description().clone());
-        block::encode(nothing.view().expect("in memory"), &mut empty);
-        debug_assert!(block::decode::<U>(&empty).is_ok());
+        if block::decode::<U>(&empty).is_err() {
+            let what = "an empty block of another layout".to_string();
+            return Err(StorageError::corrupt(reader.path(), what));
+        }
         Ok(Self {
             storage: Arc::clone(storage),
             id,
@@ -178,7 +95,7 @@ impl<U: Update> StoredBatch<U> {
     }
 
     /// The batch's description.
-    pub(crate) fn description(&self) -> &crate::Description<U::Time> {
+    pub(crate) fn description(&self) -> &Description<U::Time> {
         self.index.description()
     }
 
@@ -208,7 +125,7 @@ impl<U: Update> StoredBatch<U> {
     }
 
     /// Block `index`, from the cache or read from the file and checked.
-    fn read(&self, index: usize) -> Result<Block, StorageError> {
+    pub(crate) fn read(&self, index: usize) -> Result<Block, StorageError> {
         self.storage.cache().get((self.id, index as u32), || {
             let words = self.index.read_block(&*self.reader, index)?;
             self.storage.note_read(words.len() as u64 * 8);

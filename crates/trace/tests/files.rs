@@ -4,7 +4,7 @@
 
 use proptest::prelude::*;
 use ripple_storage::{FileReader, FileStore, LocalDir, Storage, StorageError, StorageSettings};
-use ripple_trace::file::write_batch;
+use ripple_trace::persist::write_batch;
 use ripple_trace::{Batch, Builder, Description, LookupScratch, TraceSnapshot};
 use ripple_updates::{Antichain, Product};
 use std::path::PathBuf;
