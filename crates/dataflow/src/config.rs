@@ -2,7 +2,8 @@
 
 use ripple_batcher::BatcherConfig;
 use ripple_storage::Storage;
-use ripple_trace::SpineConfig;
+use ripple_trace::{SpineConfig, TraceHandle};
+use ripple_updates::Update;
 use std::sync::Arc;
 use timely::worker::Worker;
 
@@ -109,6 +110,11 @@ impl RippleConfig {
     /// worker: a dataflow's own scope has one element, a loop directly inside it two.
     pub(crate) fn holds_meets(&self, address: &[usize]) -> bool {
         self.lockstep_iterations && address.len() == 2
+    }
+
+    /// A new trace with these settings' spine and storage tier.
+    pub(crate) fn trace_handle<U: Update>(&self) -> TraceHandle<U> {
+        TraceHandle::with_storage(self.spine, self.storage.clone())
     }
 
     /// Installs `self` in a timely worker configuration, for every dataflow of those workers.

@@ -17,7 +17,7 @@ use crate::capabilities::give_batch;
 use crate::collection::{Collection, Output};
 use crate::config::RippleConfig;
 use crate::container::UpdateContainer;
-use ripple_trace::{Batch, Description, TraceHandle};
+use ripple_trace::{Batch, Description};
 use ripple_updates::{Abelian, Antichain, Data, Product, Semigroup, Time};
 use timely::container::CapacityContainerBuilder;
 use timely::dataflow::channels::pact::Pipeline;
@@ -212,10 +212,7 @@ impl<'scope, K: Data, V: Data, T: Time, R: Semigroup> ArrangedVariable<'scope, K
     pub fn new(scope: Scope<'scope, T>, step: T::Summary) -> (Self, Arranged<'scope, K, V, T, R>) {
         let (feedback, batches) = scope.feedback::<Batches<K, V, T, R>>(step.clone());
         let config = RippleConfig::of(scope.worker());
-        let reader = TraceAgent::new(TraceHandle::<(K, V, T, R)>::with_storage(
-            config.spine,
-            config.storage.clone(),
-        ));
+        let reader = TraceAgent::new(config.trace_handle::<(K, V, T, R)>());
         let mut writer = reader.handle.clone();
         let announcer = reader.clone_without_holds();
         // The writer reads nothing: only readers' holds should keep history alive.

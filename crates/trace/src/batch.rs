@@ -68,7 +68,7 @@ impl<U: Update> Clone for Batch<U> {
     fn clone(&self) -> Self {
         let columns = match &self.columns {
             Columns::Memory(data) => Columns::Memory(Rc::clone(data)),
-            Columns::Stored(stored, _) => Columns::Stored(Rc::clone(stored), stored.pins()),
+            Columns::Stored(stored, _) => Columns::Stored(Rc::clone(stored), Pins::default()),
         };
         Self { columns }
     }
@@ -87,9 +87,8 @@ impl<U: Update> Batch<U> {
 
     /// The batch kept in `stored`'s file.
     pub(crate) fn from_stored(stored: StoredBatch<U>) -> Self {
-        let pins = stored.pins();
         Self {
-            columns: Columns::Stored(Rc::new(stored), pins),
+            columns: Columns::Stored(Rc::new(stored), Pins::default()),
         }
     }
 

@@ -81,30 +81,10 @@ impl<U: Update> Batch<U> {
     /// A cursor at key index `key` (at most the number of keys): in a stored batch, reads the
     /// block holding it and no other.
     pub fn cursor_at(&self, key: usize) -> BatchCursor<'_, U> {
-        match self.stored() {
-            None => {
-                let mut cursor = BatchCursor::new(self.data().view());
-                cursor.set_key_index(key);
-                cursor
-            }
-            Some((stored, pins)) => {
-                let index = stored.index();
-                let block = if key >= stored.counts().keys {
-                    stored.block_count() - 1
-                } else {
-                    index.block_of_key_index(key)
-                };
-                let mut cursor = BatchCursor::new(stored.view(pins, block));
-                cursor.blocks = Some(Blocks {
-                    stored,
-                    pins,
-                    block,
-                });
-                cursor.base = index.key_start(block);
-                cursor.set_key_index(key);
-                cursor
-            }
-        }
+        // A lookup cursor of a stored batch has no block in view: the key's is entered.
+        let mut cursor = self.lookup_cursor();
+        cursor.set_key_index(key);
+        cursor
     }
 
     /// All updates as owned rows, in order (tests and tools; not a hot path).
@@ -263,15 +243,9 @@ impl<'a, U: Update> BatchCursor<'a, U> {
     #[inline(never)]
     fn enter_key_of_batch(&mut self, key: usize) {
         let stored = self.blocks.expect("a stored batch's cursor").stored;
-        let index = stored.index();
-        let keys = stored.counts().keys;
-        debug_assert!(key <= keys);
-        let block = if key >= keys {
-            stored.block_count() - 1
-        } else {
-            index.block_of_key_index(key)
-        };
-        self.enter_block(block, key - index.key_start(block));
+        debug_assert!(key <= stored.counts().keys);
+        let block = stored.block_holding(key);
+        self.enter_block(block, key - stored.index().key_start(block));
     }
 
     /// Calls `logic` with the time and diff of each update of the current value, in time order.
@@ -318,16 +292,11 @@ impl<'a, U: Update> BatchCursor<'a, U> {
     /// Moves to the first key `>= key` from the start of the batch: in a stored batch,
     /// reading only the block the key can be in (where rewinding would read the first).
     pub fn seek_from_start(&mut self, key: Ref<'_, U::Key>) {
-        match self.blocks {
+        match &mut self.blocks {
             Some(blocks) => {
-                let count = blocks.stored.block_count();
-                let block = blocks.stored.index().block_not_before(0, key);
-                self.enter_block(block.min(count - 1), 0);
-                self.key = if block < count {
-                    self.search_key(0, key)
-                } else {
-                    self.view.keys.len()
-                };
+                // As from a cursor that has read no block: `seek_block` starts at block 0.
+                blocks.block = UNOPENED;
+                self.seek_block(key);
                 self.enter_key();
             }
             None => {

@@ -152,13 +152,8 @@ impl<U: Update> Batch<U> {
     /// The block of a stored batch holding key index `key` (the last block past the last
     /// key; 0 in memory).
     pub fn block_of_key(&self, key: usize) -> usize {
-        match self.stored() {
-            Some((stored, _)) if key < stored.counts().keys => {
-                stored.index().block_of_key_index(key)
-            }
-            Some((stored, _)) => stored.block_count() - 1,
-            None => 0,
-        }
+        self.stored()
+            .map_or(0, |(stored, _)| stored.block_holding(key))
     }
 
     /// Lets go of this handle's pins of the blocks `blocks` of a stored batch: a reader that

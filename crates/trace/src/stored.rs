@@ -89,11 +89,6 @@ impl<U: Update> StoredBatch<U> {
         })
     }
 
-    /// Empty pins for a new handle.
-    pub(crate) fn pins(&self) -> Pins {
-        Pins::default()
-    }
-
     /// The batch's description.
     pub(crate) fn description(&self) -> &Description<U::Time> {
         self.index.description()
@@ -122,6 +117,15 @@ impl<U: Update> StoredBatch<U> {
     /// The number of blocks.
     pub(crate) fn block_count(&self) -> usize {
         self.index.block_count()
+    }
+
+    /// The block holding key index `key`; past the last key, the last block.
+    pub(crate) fn block_holding(&self, key: usize) -> usize {
+        if key < self.counts().keys {
+            self.index.block_of_key_index(key)
+        } else {
+            self.block_count() - 1
+        }
     }
 
     /// Block `index`, from the cache or read from the file and checked.

@@ -4,7 +4,7 @@
 //! It receives containers routed to it by key, pushes them into a [`MergeBatcher`], and
 //! whenever its input frontier advances seals every update whose time is no longer possible
 //! to receive (not `>=` the frontier) into one [`Batch`] for the interval `[previous frontier,
-//! frontier)`. The batch goes into the trace (a spine behind a [`TraceHandle`]) and
+//! frontier)`. The batch goes into the trace (a spine behind a [`TraceHandle`](ripple_trace::TraceHandle)) and
 //! downstream, under the capabilities it retires. When the frontier moves but no update is
 //! ready, only the trace's upper advances: downstream learns of it from its input frontier.
 
@@ -17,7 +17,7 @@ use crate::container::UpdateContainer;
 use crate::exchange::{exchange_by, ExchangeData};
 use columnar::Ref;
 use ripple_batcher::{Chain, MergeBatcher};
-use ripple_trace::{Batch, Builder, Description, TraceHandle};
+use ripple_trace::{Batch, Builder, Description};
 use ripple_updates::{Antichain, Data, PartialOrder, Semigroup, Time, Update, UpdatesView};
 use timely::container::CapacityContainerBuilder;
 use timely::dataflow::channels::pact::ParallelizationContract;
@@ -65,10 +65,7 @@ where
 {
     let config = RippleConfig::of(collection.scope().worker());
     let lockstep = config.holds_meets(&collection.scope().addr());
-    let reader = TraceAgent::new(TraceHandle::<(K, V, T, R)>::with_storage(
-        config.spine,
-        config.storage.clone(),
-    ));
+    let reader = TraceAgent::new(config.trace_handle::<(K, V, T, R)>());
     let mut writer = reader.handle.clone();
     let announcer = reader.clone_without_holds();
     // The writer reads nothing: only readers' holds should keep history alive.

@@ -51,7 +51,7 @@ use crate::collection::{Collection, Output};
 use crate::config::RippleConfig;
 use crate::exchange::ExchangeData;
 use columnar::Ref;
-use ripple_trace::{Batch, TraceHandle};
+use ripple_trace::Batch;
 use ripple_updates::{Abelian, Data, Semigroup, Time};
 use shell::{ReduceSettings, ReduceState};
 use timely::container::CapacityContainerBuilder;
@@ -173,10 +173,7 @@ where
             local_input: !self.trace.imported,
             probe_run: config.probe_run,
         };
-        let reader = TraceAgent::new(TraceHandle::<(K, V2, T, R2)>::with_storage(
-            config.spine,
-            config.storage.clone(),
-        ));
+        let reader = TraceAgent::new(config.trace_handle::<(K, V2, T, R2)>());
         let mut state = ReduceState::new(
             settings,
             self.trace.handle.clone(),
