@@ -2,8 +2,8 @@
 //! a memory budget. It knows nothing of batches; the batch file format lives in
 //! `ripple_trace::file`, on top of it.
 //!
-//! - [`store`]: where files live, behind three calls (write a file whole, open one and read
-//!   ranges of it, delete one): [`LocalDir`], a directory, is the one implementation; an
+//! - [`store`]: where files live, behind three calls (create a file by appending and publish
+//!   it whole, open one and read ranges of it, delete one): [`LocalDir`], a directory, is the one implementation; an
 //!   object store could serve the same calls.
 //! - [`cache`]: [`BlockCache`], blocks in memory within a byte budget, handed out as
 //!   reference-counted [`Block`]s that readers pin while they point into them.
@@ -21,5 +21,5 @@ pub mod tier;
 pub use cache::{Block, BlockCache, BlockKey, CacheStats};
 pub use error::StorageError;
 pub use spill::SpillDir;
-pub use store::{FileReader, FileStore, LocalDir};
+pub use store::{FileReader, FileStore, FileWriter, LocalDir};
 pub use tier::{Storage, StorageFault, StorageSettings, StorageStats};

@@ -1,23 +1,36 @@
 //! Where files live: a small interface of whole-file writes, ranged reads and deletes.
 //!
-//! Batch files are immutable, so three calls serve: write a file whole (atomically: readers
-//! see all of it or none), open one to read ranges of it, delete one. [`LocalDir`] serves them
-//! from a directory, reading with positioned reads (`pread`) on a file kept open. An object
-//! store (S3 and the like) offers the same three (a put, ranged gets, a delete), which is why
-//! the storage tier goes through [`FileStore`] rather than `std::fs`.
+//! Batch files are immutable, so three calls serve: create a file by appending to it, and
+//! publish it whole when it is complete (readers see all of it or none); open one to read
+//! ranges of it; delete one. [`LocalDir`] serves them from a directory, appending to a
+//! temporary file that is renamed into place, and reading with positioned reads (`pread`) on
+//! a file kept open. An object store (S3 and the like) offers the same (a multipart upload
+//! completed at the end, ranged gets, a delete), which is why the storage tier goes through
+//! [`FileStore`] rather than `std::fs`.
 
 use crate::error::StorageError;
 use std::fs::{self, File};
-use std::io::Write;
+use std::io::{BufWriter, Write};
 use std::ops::Range;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 /// The calls the storage tier makes of the place its files live.
 pub trait FileStore: Send + Sync {
-    /// Writes the file `name` as the concatenation of `parts`, replacing any file of that
-    /// name. On error no file of that name is left half-written, and no temporary file stays.
-    fn write(&self, name: &str, parts: &[&[u8]]) -> Result<(), StorageError>;
+    /// Starts writing the file `name`, which appears, replacing any file of that name, only
+    /// when the writer is finished ([`FileWriter::finish`]). A writer dropped unfinished, or
+    /// one that failed, leaves no file of that name and nothing of what it wrote.
+    fn create(&self, name: &str) -> Result<Box<dyn FileWriter>, StorageError>;
+
+    /// Writes the file `name` whole, as the concatenation of `parts` (see
+    /// [`FileStore::create`]).
+    fn write(&self, name: &str, parts: &[&[u8]]) -> Result<(), StorageError> {
+        let mut writer = self.create(name)?;
+        for part in parts {
+            writer.append(part)?;
+        }
+        writer.finish()
+    }
 
     /// Opens the file `name` for reading.
     fn open(&self, name: &str) -> Result<Box<dyn FileReader>, StorageError>;
@@ -27,6 +40,16 @@ pub trait FileStore: Send + Sync {
 
     /// The path to name in messages about the file `name`.
     fn path(&self, name: &str) -> PathBuf;
+}
+
+/// A file being written: bytes are appended, and the file is published whole by
+/// [`FileWriter::finish`]. Dropped unfinished, it removes what it wrote.
+pub trait FileWriter: Send {
+    /// Appends `bytes` to the file.
+    fn append(&mut self, bytes: &[u8]) -> Result<(), StorageError>;
+
+    /// Makes the file visible under its name, complete. On error nothing stays.
+    fn finish(self: Box<Self>) -> Result<(), StorageError>;
 }
 
 /// An open file: its length, and ranges of it as 8-byte words.
@@ -69,29 +92,19 @@ impl LocalDir {
     pub fn root(&self) -> &Path {
         &self.root
     }
-
-    fn write_to(path: &Path, parts: &[&[u8]]) -> std::io::Result<()> {
-        let mut file = File::create(path)?;
-        for part in parts {
-            file.write_all(part)?;
-        }
-        // No fsync: spilled files live for one run, and the page cache serves them until
-        // they are deleted (durable state is issue #53's checkpoints, which sync).
-        file.flush()
-    }
 }
 
 impl FileStore for LocalDir {
-    fn write(&self, name: &str, parts: &[&[u8]]) -> Result<(), StorageError> {
+    fn create(&self, name: &str) -> Result<Box<dyn FileWriter>, StorageError> {
         let path = self.path(name);
         // Written beside its final name and renamed into place: a reader never sees a part.
         let temporary = self.root.join(format!(".{name}.partial"));
-        let written =
-            Self::write_to(&temporary, parts).and_then(|()| fs::rename(&temporary, &path));
-        written.map_err(|error| {
-            let _ = fs::remove_file(&temporary);
-            StorageError::io(&path, error)
-        })
+        let file = File::create(&temporary).map_err(|e| StorageError::io(&path, e))?;
+        Ok(Box::new(LocalWriter {
+            file: Some(BufWriter::with_capacity(LocalWriter::BUFFER, file)),
+            temporary,
+            path,
+        }))
     }
 
     fn open(&self, name: &str) -> Result<Box<dyn FileReader>, StorageError> {
@@ -111,6 +124,67 @@ impl FileStore for LocalDir {
 
     fn path(&self, name: &str) -> PathBuf {
         self.root.join(name)
+    }
+}
+
+/// A file of a [`LocalDir`] being written, under a temporary name until it is finished.
+struct LocalWriter {
+    /// `None` once finished or failed.
+    file: Option<BufWriter<File>>,
+    temporary: PathBuf,
+    path: PathBuf,
+}
+
+impl LocalWriter {
+    /// Bytes gathered before a write call: blocks of some kilobytes each go out a few dozen
+    /// at a time.
+    const BUFFER: usize = 256 << 10;
+
+    /// Removes the temporary file and makes `error` about the file's name.
+    fn fail(&mut self, error: std::io::Error) -> StorageError {
+        self.file = None;
+        let _ = fs::remove_file(&self.temporary);
+        StorageError::io(&self.path, error)
+    }
+}
+
+impl FileWriter for LocalWriter {
+    fn append(&mut self, bytes: &[u8]) -> Result<(), StorageError> {
+        let Some(file) = self.file.as_mut() else {
+            let error = std::io::Error::other("written to after it failed or was finished");
+            return Err(StorageError::io(&self.path, error));
+        };
+        match file.write_all(bytes) {
+            Ok(()) => Ok(()),
+            Err(error) => Err(self.fail(error)),
+        }
+    }
+
+    fn finish(mut self: Box<Self>) -> Result<(), StorageError> {
+        let Some(file) = self.file.take() else {
+            let error = std::io::Error::other("finished after it failed");
+            return Err(StorageError::io(&self.path, error));
+        };
+        // No fsync: spilled files live for one run, and the page cache serves them until
+        // they are deleted (durable state needs checkpoints that sync, issue #53).
+        let done = file
+            .into_inner()
+            .map_err(|error| error.into_error())
+            .and_then(|file| {
+                drop(file);
+                fs::rename(&self.temporary, &self.path)
+            });
+        done.map_err(|error| self.fail(error))
+    }
+}
+
+impl Drop for LocalWriter {
+    fn drop(&mut self) {
+        // Unfinished (dropped while a merge was unwinding, say): nothing of it stays. A
+        // failed or finished writer has no temporary file left.
+        if self.file.take().is_some() {
+            let _ = fs::remove_file(&self.temporary);
+        }
     }
 }
 

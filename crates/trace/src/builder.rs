@@ -5,6 +5,7 @@
 
 use crate::batch::{Batch, BatchData};
 use crate::columns::{exact_copy, fences_of, payload_bytes};
+use crate::cursor::BatchCursor;
 use crate::description::Description;
 use crate::history::{HistoriesBuilder, HistoriesView};
 use crate::offsets::OffsetList;
@@ -180,6 +181,39 @@ impl<U: Update> Builder<U> {
         self.histories.extend_from(histories, range);
     }
 
+    /// Copies the current key of `cursor`, `key`, as it is, steps past it, and returns the
+    /// number of updates copied.
+    pub(crate) fn copy_key<'a>(
+        &mut self,
+        key: Ref<'a, U::Key>,
+        cursor: &mut BatchCursor<'a, U>,
+    ) -> usize {
+        let mut read = 0;
+        while let Some(val) = cursor.get_val() {
+            read += self.copy_val(key, val, cursor);
+        }
+        cursor.step_key();
+        read
+    }
+
+    /// Copies the current value `val` of `cursor` (whose key is `key`) as it is, steps past
+    /// it, and returns the number of updates copied.
+    #[inline(always)]
+    pub(crate) fn copy_val<'a>(
+        &mut self,
+        key: Ref<'a, U::Key>,
+        val: Ref<'a, U::Val>,
+        cursor: &mut BatchCursor<'a, U>,
+    ) -> usize {
+        self.open_val(key, val);
+        let (histories, updates) = cursor.val_updates();
+        debug_assert!(!updates.is_empty(), "a value's history holds updates");
+        let read = updates.len();
+        self.extend_val(histories, updates);
+        cursor.step_val();
+        read
+    }
+
     /// Appends the sorted, consolidated updates of `view` (a chunk of a sealed chain).
     pub fn push_view(&mut self, view: UpdatesView<'_, U>) {
         for index in 0..view.len() {
@@ -189,7 +223,12 @@ impl<U: Update> Builder<U> {
         }
     }
 
-    /// True when `key` differs from the last key pushed (or none was).
+    /// The last key pushed, if any.
+    pub fn last_key(&self) -> Option<Ref<'_, U::Key>> {
+        let keys = self.keys.borrow();
+        (!keys.is_empty()).then(|| keys.get(keys.len() - 1))
+    }
+
     /// Starts value `val`, of a new key `key` if `new_key` (closing the previous one) or else of
     /// the current key (closing its previous value).
     #[inline(always)]
@@ -203,6 +242,7 @@ impl<U: Update> Builder<U> {
         self.vals.push(val);
     }
 
+    /// True when `key` differs from the last key pushed (or none was).
     #[inline(always)]
     fn is_new_key(&self, key: Ref<'_, U::Key>) -> bool {
         let keys = self.keys.borrow();

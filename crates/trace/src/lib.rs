@@ -6,8 +6,8 @@
 //!   `map_times` rewrites a batch's times. [`view`]: [`BatchView`], a batch's columns borrowed,
 //!   wherever they live; [`block`] lays them out as words and reads them back in place.
 //! - [`file`](mod@file): the batch file format, a batch's columns in checksummed blocks (of
-//!   [`block`]'s layout) with a footer index; [`persist`] writes batches as files and opens
-//!   them; [`stored`]: a batch kept in such a file, read block by block through
+//!   [`block`]'s layout) with a footer index; [`writer`] writes one block by block (from a
+//!   batch or a merge), [`persist`] turns batches into files and opens them; [`stored`]: a batch kept in such a file, read block by block through
 //!   `ripple_storage`'s block cache, pinned by the reading handle; [`filter`]: each file's key
 //!   filter, which batched lookups test probes against.
 //! - [`builder`]: sorted, consolidated updates (a sealed chain) to a batch, without sorting.
@@ -68,6 +68,7 @@ pub mod spine;
 pub mod stored;
 pub mod trace_cursor;
 pub mod view;
+pub mod writer;
 
 pub use batch::Batch;
 pub use builder::Builder;

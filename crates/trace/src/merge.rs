@@ -5,14 +5,53 @@
 //! are advanced by the logical compaction frontier (`since`) and updates whose times become
 //! equal are consolidated, which is how a trace's memory follows its contents rather than its
 //! history.
+//!
+//! A merge builds its batch in memory ([`Merge::new`]) or writes it to a batch file as it goes
+//! ([`Merge::to_file`]), a block at a time: merging stored batches then holds a block of each
+//! input and one of the output, whatever their sizes.
 
 use crate::batch::Batch;
 use crate::builder::Builder;
 use crate::cursor::BatchCursor;
 use crate::description::Description;
+use crate::writer::BatchWriter;
 use columnar::{Columnar, Ref};
+use ripple_storage::Storage;
 use ripple_updates::{AntichainRef, Lattice, Update};
 use std::cmp::Ordering;
+use std::sync::Arc;
+
+/// Where a merge's updates go. (The builder stays inline, the larger variant: it takes every
+/// push of a merge in memory, and the spine boxes its merges anyway.)
+#[allow(clippy::large_enum_variant)]
+enum Output<U: Update> {
+    /// A builder of the whole batch in memory.
+    Memory(Builder<U>),
+    /// A batch file of `storage`, numbered `id`, written block by block.
+    File {
+        writer: Box<BatchWriter<U>>,
+        storage: Arc<Storage>,
+        id: u64,
+        name: String,
+    },
+}
+
+impl<U: Update> Output<U> {
+    /// Lets `push` append the merged values of `key` (see [`BatchWriter::push_key`]). A file
+    /// that cannot be written ends the worker with the error (see [`Storage::fail`]).
+    #[inline]
+    fn push_key<R>(&mut self, key: Ref<'_, U::Key>, push: impl FnOnce(&mut Builder<U>) -> R) -> R {
+        match self {
+            Output::Memory(builder) => push(builder),
+            Output::File {
+                writer, storage, ..
+            } => match writer.push_key(key, push) {
+                Ok(result) => result,
+                Err(error) => storage.fail(error),
+            },
+        }
+    }
+}
 
 /// A merge of an older and a newer batch, in progress.
 pub struct Merge<U: Update> {
@@ -24,7 +63,7 @@ pub struct Merge<U: Update> {
     /// Of stored inputs, the first block the input's handle may still pin: the merge reads
     /// through its own handles and keeps only each one's current block between calls.
     pinned_from: [usize; 2],
-    builder: Builder<U>,
+    output: Output<U>,
     description: Description<U::Time>,
     /// The times and diffs of one value, advanced.
     scratch: Vec<(U::Time, U::Diff)>,
@@ -50,6 +89,42 @@ impl<U: Update> Merge<U> {
     ) -> Self {
         debug_assert!(builder.is_empty(), "a merge starts with an empty builder");
         builder.expect_merge(&older, &newer);
+        Self::with_output(older, newer, since, Output::Memory(builder))
+    }
+
+    /// Like [`Merge::new`], writing the merged batch to a new file of `storage` as it goes,
+    /// a block at a time; the batch [`Merge::finish`] returns is stored (or empty). A file
+    /// that cannot be written ends the worker with the error (see [`Storage::fail`]).
+    pub fn to_file(
+        older: Batch<U>,
+        newer: Batch<U>,
+        since: AntichainRef<'_, U::Time>,
+        storage: &Arc<Storage>,
+    ) -> Self {
+        let (id, name) = storage.new_file();
+        let settings = storage.settings();
+        let writer = BatchWriter::new(
+            storage.store(),
+            &name,
+            settings.block_updates,
+            settings.filters,
+        );
+        let writer = writer.unwrap_or_else(|error| storage.fail(error));
+        let output = Output::File {
+            writer: Box::new(writer),
+            storage: Arc::clone(storage),
+            id,
+            name,
+        };
+        Self::with_output(older, newer, since, output)
+    }
+
+    fn with_output(
+        older: Batch<U>,
+        newer: Batch<U>,
+        since: AntichainRef<'_, U::Time>,
+        output: Output<U>,
+    ) -> Self {
         assert_eq!(
             older.description().upper,
             newer.description().lower,
@@ -67,7 +142,7 @@ impl<U: Update> Merge<U> {
             older_key: 0,
             newer_key: 0,
             pinned_from: [0, 0],
-            builder,
+            output,
             description,
             scratch: Vec::new(),
             advance,
@@ -88,7 +163,7 @@ impl<U: Update> Merge<U> {
             older_key,
             newer_key,
             pinned_from,
-            builder,
+            output,
             description,
             scratch,
             advance,
@@ -109,27 +184,20 @@ impl<U: Update> Merge<U> {
         let mut a = older.cursor_at(*older_key);
         let mut b = newer.cursor_at(*newer_key);
         while *fuel > 0 {
-            let spent = match (a.get_key(), b.get_key()) {
+            let (key, from_a, from_b) = match (a.get_key(), b.get_key()) {
                 (None, None) => break,
-                (Some(_), None) => merge_key(builder, scratch, since, *advance, Some(&mut a), None),
-                (None, Some(_)) => merge_key(builder, scratch, since, *advance, None, Some(&mut b)),
+                (Some(ka), None) => (ka, true, false),
+                (None, Some(kb)) => (kb, false, true),
                 (Some(ka), Some(kb)) => match ka.cmp(&kb) {
-                    Ordering::Less => {
-                        merge_key(builder, scratch, since, *advance, Some(&mut a), None)
-                    }
-                    Ordering::Greater => {
-                        merge_key(builder, scratch, since, *advance, None, Some(&mut b))
-                    }
-                    Ordering::Equal => merge_key(
-                        builder,
-                        scratch,
-                        since,
-                        *advance,
-                        Some(&mut a),
-                        Some(&mut b),
-                    ),
+                    Ordering::Less => (ka, true, false),
+                    Ordering::Greater => (kb, false, true),
+                    Ordering::Equal => (ka, true, true),
                 },
             };
+            let inputs = (from_a.then_some(&mut a), from_b.then_some(&mut b));
+            let spent = output.push_key(key, |builder| {
+                merge_key(builder, scratch, since, *advance, inputs.0, inputs.1)
+            });
             *fuel -= spent.max(1) as isize;
         }
         *older_key = a.key_index();
@@ -142,8 +210,9 @@ impl<U: Update> Merge<U> {
         self.finish().0
     }
 
-    /// Like [`Merge::complete`], also returning the emptied builder for another merge.
-    pub fn finish(mut self) -> (Batch<U>, Builder<U>) {
+    /// Like [`Merge::complete`], also returning the emptied builder of a merge in memory, for
+    /// another merge.
+    pub fn finish(mut self) -> (Batch<U>, Option<Builder<U>>) {
         let mut fuel = isize::MAX;
         while !self.work(&mut fuel) {
             fuel = isize::MAX;
@@ -151,7 +220,7 @@ impl<U: Update> Merge<U> {
         let Self {
             older,
             newer,
-            mut builder,
+            output,
             description,
             ..
         } = self;
@@ -159,8 +228,24 @@ impl<U: Update> Merge<U> {
         // exact allocations, and an input nobody else holds (the result of an earlier step of
         // a fold) need not be alive beside both copies.
         drop((older, newer));
-        let batch = builder.build(description);
-        (batch, builder)
+        match output {
+            Output::Memory(mut builder) => (builder.build(description), Some(builder)),
+            Output::File {
+                writer,
+                storage,
+                id,
+                name,
+            } => {
+                // Everything cancelled: no file (the writer, dropped, leaves none).
+                if writer.key_count() == 0 {
+                    return (Batch::empty(description), None);
+                }
+                let stored = writer
+                    .finish(&description)
+                    .and_then(|bytes| Batch::open_written(&storage, id, name, bytes));
+                (stored.unwrap_or_else(|error| storage.fail(error)), None)
+            }
+        }
     }
 }
 
@@ -199,8 +284,8 @@ fn merge_key<'a, U: Update>(
     // A key of one input whose times advancing leaves alone is copied as it is: its values are
     // in order and their histories sorted and consolidated already.
     match (a.as_deref_mut(), b.as_deref_mut()) {
-        (Some(cursor), None) if !advance[0] => return copy_key(builder, key, cursor),
-        (None, Some(cursor)) if !advance[1] => return copy_key(builder, key, cursor),
+        (Some(cursor), None) if !advance[0] => return builder.copy_key(key, cursor),
+        (None, Some(cursor)) if !advance[1] => return builder.copy_key(key, cursor),
         _ => {}
     }
     let mut read = 0;
@@ -225,7 +310,7 @@ fn merge_key<'a, U: Update>(
             _ => None,
         };
         if let Some(cursor) = alone {
-            read += copy_val(builder, key, val, cursor);
+            read += builder.copy_val(key, val, cursor);
             continue;
         }
         scratch.clear();
@@ -254,39 +339,6 @@ fn merge_key<'a, U: Update>(
     if let Some(b) = b {
         b.step_key();
     }
-    read
-}
-
-/// Copies the current key of `cursor` into `builder`, steps past it, and returns the number
-/// of updates copied.
-fn copy_key<'a, U: Update>(
-    builder: &mut Builder<U>,
-    key: Ref<'a, U::Key>,
-    cursor: &mut BatchCursor<'a, U>,
-) -> usize {
-    let mut read = 0;
-    while let Some(val) = cursor.get_val() {
-        read += copy_val(builder, key, val, cursor);
-    }
-    cursor.step_key();
-    read
-}
-
-/// Copies the current value `val` of `cursor` (whose key is `key`) into `builder`, steps past
-/// it, and returns the number of updates copied.
-#[inline(always)]
-fn copy_val<'a, U: Update>(
-    builder: &mut Builder<U>,
-    key: Ref<'a, U::Key>,
-    val: Ref<'a, U::Val>,
-    cursor: &mut BatchCursor<'a, U>,
-) -> usize {
-    builder.open_val(key, val);
-    let (histories, updates) = cursor.val_updates();
-    debug_assert!(!updates.is_empty(), "a value's history holds updates");
-    let read = updates.len();
-    builder.extend_val(histories, updates);
-    cursor.step_val();
     read
 }
 

@@ -1,104 +1,15 @@
-//! Batches to files and back: [`write_batch`] writes a batch in the format of [`crate::file`];
-//! [`Batch::write_to`] writes one and returns it as a stored batch ([`crate::stored`]), which
+//! Batches to files and back: [`Batch::write_to`] writes a batch (with
+//! [`crate::writer::write_batch`]) and returns it as a stored batch ([`crate::stored`]), which
 //! is how a spine spills; [`Batch::open_file`] opens a file written before.
 
 use crate::batch::Batch;
 use crate::block;
-use crate::builder::Builder;
 use crate::description::Description;
-use crate::file::{checksum, Footer, MAGIC, TRAILER_WORDS, VERSION};
-use crate::filter::{KeyFilter, KeyHasher};
 use crate::stored::StoredBatch;
-use columnar::bytes::indexed;
-use columnar::{Borrow, Columnar, ContainerOf, Push};
-use ripple_storage::{FileStore, Storage, StorageError};
+use crate::writer::write_batch;
+use ripple_storage::{Storage, StorageError};
 use ripple_updates::{Antichain, Update};
 use std::sync::Arc;
-
-/// Writes `batch` as the batch file `name` in `store`, in blocks of whole keys holding about
-/// `block_updates` updates each (at least one key per block), with a key filter if `filter`.
-/// Returns the file's length in bytes. On error no file of that name is left (see
-/// [`FileStore::write`]).
-pub fn write_batch<U: Update>(
-    store: &dyn FileStore,
-    name: &str,
-    batch: &Batch<U>,
-    block_updates: usize,
-    filter: bool,
-) -> Result<u64, StorageError> {
-    let mut hasher = KeyHasher::<U::Key>::default();
-    let mut hashes = Vec::new();
-    let description = batch.description();
-    let mut words: Vec<u64> = Vec::new();
-    let mut offsets = vec![0u64];
-    let mut crcs: Vec<u32> = Vec::new();
-    let mut first_keys = ContainerOf::<U::Key>::default();
-    let mut last_keys = ContainerOf::<U::Key>::default();
-    let mut key_starts = vec![0u64];
-    let mut builder = Builder::<U>::new();
-    let mut history: Vec<(U::Time, U::Diff)> = Vec::new();
-    let mut cursor = batch.cursor();
-    let mut keys = 0u64;
-    while let Some(key) = cursor.get_key() {
-        if builder.is_empty() {
-            first_keys.push(key);
-        }
-        if filter {
-            hashes.push(hasher.hash(key));
-        }
-        while let Some(val) = cursor.get_val() {
-            history.clear();
-            cursor.map_times(|time, diff| {
-                history.push((U::Time::into_owned(time), U::Diff::into_owned(diff)))
-            });
-            builder.push_history(key, val, &history);
-            cursor.step_val();
-        }
-        cursor.step_key();
-        keys += 1;
-        if builder.len() >= block_updates.max(1) || cursor.get_key().is_none() {
-            last_keys.push(key);
-            key_starts.push(keys);
-            let start = words.len();
-            let block = builder.build(description.clone());
-            block::encode(
-                block.view().expect("a block is built in memory"),
-                &mut words,
-            );
-            crcs.push(checksum(&words[start..]));
-            offsets.push(words.len() as u64 * 8);
-        }
-    }
-    let counts = [
-        batch.len() as u64,
-        batch.key_count() as u64,
-        batch.val_count() as u64,
-    ];
-    let lower = column_of::<U::Time>(description.lower.elements());
-    let upper = column_of::<U::Time>(description.upper.elements());
-    let since = column_of::<U::Time>(description.since.elements());
-    let key_filter = KeyFilter::build(&mut hashes);
-    let footer: Footer<'_, U::Key, U::Time> = (
-        (&offsets, &crcs),
-        (first_keys.borrow(), last_keys.borrow(), &key_starts),
-        (lower.borrow(), upper.borrow(), since.borrow()),
-        &counts,
-        key_filter.parts(),
-    );
-    let footer_start = words.len();
-    indexed::encode(&mut words, &footer);
-    let footer_words = &words[footer_start..];
-    let trailer = [
-        footer_words.len() as u64,
-        (u64::from(checksum(footer_words)) << 32) | u64::from(VERSION),
-        MAGIC,
-    ];
-    store.write(
-        name,
-        &[bytemuck::cast_slice(&words), bytemuck::cast_slice(&trailer)],
-    )?;
-    Ok(((words.len() + TRAILER_WORDS) * 8) as u64)
-}
 
 impl<U: Update> Batch<U> {
     /// Writes this batch to a new file of `storage` and returns it as a stored batch, whose
@@ -117,6 +28,18 @@ impl<U: Update> Batch<U> {
             settings.block_updates,
             settings.filters,
         )?;
+        Self::open_written(storage, id, name, bytes)
+    }
+
+    /// Opens the file `name`, numbered `id`, of `bytes`, just written to `storage` as a
+    /// batch of its own: counted as written, and deleted when the last handle to the batch
+    /// drops (or now, if it cannot be opened).
+    pub(crate) fn open_written(
+        storage: &Arc<Storage>,
+        id: u64,
+        name: String,
+        bytes: u64,
+    ) -> Result<Batch<U>, StorageError> {
         storage.note_written(bytes);
         match StoredBatch::open(storage, id, name.clone(), true, empty_block::<U>()) {
             Ok(stored) => Ok(Batch::from_stored(stored)),
@@ -188,13 +111,4 @@ fn empty_block<U: Update>() -> Vec<u64> {
     let nothing = Batch::<U>::empty(Description::new(Antichain::new(), Antichain::new()));
     block::encode(nothing.view().expect("in memory"), &mut words);
     words
-}
-
-/// `items` as a column.
-fn column_of<C: Columnar>(items: &[C]) -> ContainerOf<C> {
-    let mut column = ContainerOf::<C>::default();
-    for item in items {
-        column.push(item);
-    }
-    column
 }

@@ -167,20 +167,31 @@ impl<U: Update> Builders<U> {
     /// At most this many are kept: merges of small batches mostly run one or two at once.
     const KEEP: usize = 2;
 
+    /// Starts merging `older` with `newer`: in memory, or, when either is stored, to a file
+    /// of `storage` block by block (their union would be written out anyway, and building it
+    /// in memory would hold all of it).
     fn start(
         &mut self,
         older: Batch<U>,
         newer: Batch<U>,
         since: AntichainRef<'_, U::Time>,
+        storage: Option<&Arc<Storage>>,
     ) -> Merge<U> {
+        if let Some(storage) = storage {
+            if older.is_stored() || newer.is_stored() {
+                return Merge::to_file(older, newer, since, storage);
+            }
+        }
         let builder = self.0.pop().unwrap_or_default();
         Merge::with_builder(older, newer, since, builder)
     }
 
     fn finish(&mut self, merge: Merge<U>) -> Batch<U> {
         let (batch, builder) = merge.finish();
-        if self.0.len() < Self::KEEP {
-            self.0.push(builder);
+        if let Some(builder) = builder {
+            if self.0.len() < Self::KEEP {
+                self.0.push(builder);
+            }
         }
         batch
     }
@@ -190,8 +201,9 @@ impl<U: Update> Builders<U> {
         older: Batch<U>,
         newer: Batch<U>,
         since: AntichainRef<'_, U::Time>,
+        storage: Option<&Arc<Storage>>,
     ) -> Batch<U> {
-        let merge = self.start(older, newer, since);
+        let merge = self.start(older, newer, since, storage);
         self.finish(merge)
     }
 }
@@ -445,7 +457,9 @@ impl<U: Update> Spine<U> {
             if !batch.is_empty() && advancing_may_move(batch.description(), self.logical.borrow()) {
                 let upper = batch.description().upper.clone();
                 let empty = Batch::empty(Description::new(upper.clone(), upper));
-                batch = self.builders.merge(batch, empty, self.logical.borrow());
+                batch =
+                    self.builders
+                        .merge(batch, empty, self.logical.borrow(), self.storage.as_ref());
             }
             // The counter restarts from what the trace holds.
             let weight = batch.len().max(1);
@@ -464,7 +478,8 @@ impl<U: Update> Spine<U> {
             None => batch,
             Some((older, older_weight)) => {
                 weight += older_weight;
-                self.builders.merge(older, batch, self.logical.borrow())
+                self.builders
+                    .merge(older, batch, self.logical.borrow(), self.storage.as_ref())
             }
         };
         self.place(level, batch, weight);
@@ -483,7 +498,12 @@ impl<U: Update> Spine<U> {
                 merged = Some(match merged {
                     None => (older, older_weight),
                     Some((newer, weight)) => (
-                        self.builders.merge(older, newer, self.logical.borrow()),
+                        self.builders.merge(
+                            older,
+                            newer,
+                            self.logical.borrow(),
+                            self.storage.as_ref(),
+                        ),
                         weight + older_weight,
                     ),
                 });
@@ -538,7 +558,12 @@ impl<U: Update> Spine<U> {
         self.levels[level] = match std::mem::replace(&mut self.levels[level], Level::Vacant) {
             Level::Vacant => Level::Single(batch, weight),
             Level::Single(older, older_weight) => Level::Merging(
-                Box::new(self.builders.start(older, batch, self.logical.borrow())),
+                Box::new(self.builders.start(
+                    older,
+                    batch,
+                    self.logical.borrow(),
+                    self.storage.as_ref(),
+                )),
                 older_weight + weight,
             ),
             Level::Merging(merge, merge_weight) => {
@@ -546,7 +571,12 @@ impl<U: Update> Spine<U> {
                 // its result with the newcomer.
                 let merged = self.builders.finish(*merge);
                 Level::Merging(
-                    Box::new(self.builders.start(merged, batch, self.logical.borrow())),
+                    Box::new(self.builders.start(
+                        merged,
+                        batch,
+                        self.logical.borrow(),
+                        self.storage.as_ref(),
+                    )),
                     merge_weight + weight,
                 )
             }

@@ -3,8 +3,12 @@
 //! rows; a failed write leaves no file behind.
 
 use proptest::prelude::*;
-use ripple_storage::{FileReader, FileStore, LocalDir, Storage, StorageError, StorageSettings};
-use ripple_trace::persist::write_batch;
+use ripple_storage::{
+    FileReader, FileStore, FileWriter, LocalDir, Storage, StorageError, StorageFault,
+    StorageSettings,
+};
+use ripple_trace::merge::Merge;
+use ripple_trace::writer::write_batch;
 use ripple_trace::{Batch, Builder, Description, LookupScratch, TraceSnapshot};
 use ripple_updates::{Antichain, Product};
 use std::path::PathBuf;
@@ -57,7 +61,12 @@ impl Drop for Scratch {
     }
 }
 
-fn batch_of(mut rows: Vec<Row>) -> Batch<U> {
+fn batch_of(rows: Vec<Row>) -> Batch<U> {
+    batch_between(rows, 0, 10)
+}
+
+/// A batch of `rows` (times in rounds `lower..upper`) for rounds `[lower, upper)`.
+fn batch_between(mut rows: Vec<Row>, lower: u64, upper: u64) -> Batch<U> {
     rows.sort();
     rows.dedup_by(|b, a| {
         let same = (&a.0, a.1, a.2) == (&b.0, b.1, b.2);
@@ -72,9 +81,17 @@ fn batch_of(mut rows: Vec<Row>) -> Batch<U> {
         builder.push(key.as_bytes(), val, time, diff);
     }
     builder.done(Description::new(
-        Antichain::from_elem(Product::new(0, 0)),
-        Antichain::from_elem(Product::new(10, 0)),
+        Antichain::from_elem(Product::new(lower, 0)),
+        Antichain::from_elem(Product::new(upper, 0)),
     ))
+}
+
+/// The files in `dir`, temporary ones included.
+fn files_in(dir: &std::path::Path) -> Vec<std::ffi::OsString> {
+    std::fs::read_dir(dir)
+        .expect("the directory")
+        .map(|entry| entry.expect("an entry").file_name())
+        .collect()
 }
 
 fn rows() -> impl Strategy<Value = Vec<Row>> {
@@ -237,25 +254,61 @@ fn cut_and_foreign_files_are_refused() {
     assert!(missing.to_string().contains("missing"), "{missing}");
 }
 
-/// A store whose writes fail (a full disk) fails the write with its error.
-struct FullDisk(LocalDir);
+/// A store that holds `room` bytes more (a disk filling up): a write past it fails with the
+/// disk's error.
+struct FullDisk {
+    dir: LocalDir,
+    room: Arc<AtomicUsize>,
+}
+
+impl FullDisk {
+    fn new(dir: LocalDir, room: usize) -> Self {
+        let room = Arc::new(AtomicUsize::new(room));
+        Self { dir, room }
+    }
+}
+
+/// A file of a [`FullDisk`].
+struct Filling {
+    file: Box<dyn FileWriter>,
+    room: Arc<AtomicUsize>,
+    path: PathBuf,
+}
+
+impl FileWriter for Filling {
+    fn append(&mut self, bytes: &[u8]) -> Result<(), StorageError> {
+        let room = self.room.load(Ordering::Relaxed);
+        if bytes.len() > room {
+            let error = std::io::Error::from(std::io::ErrorKind::StorageFull);
+            return Err(StorageError::Io {
+                path: self.path.clone(),
+                source: error,
+            });
+        }
+        self.room.store(room - bytes.len(), Ordering::Relaxed);
+        self.file.append(bytes)
+    }
+    fn finish(self: Box<Self>) -> Result<(), StorageError> {
+        self.file.finish()
+    }
+}
 
 impl FileStore for FullDisk {
-    fn write(&self, name: &str, _parts: &[&[u8]]) -> Result<(), StorageError> {
-        let error = std::io::Error::from(std::io::ErrorKind::StorageFull);
-        Err(StorageError::Io {
+    fn create(&self, name: &str) -> Result<Box<dyn FileWriter>, StorageError> {
+        Ok(Box::new(Filling {
+            file: self.dir.create(name)?,
+            room: Arc::clone(&self.room),
             path: self.path(name),
-            source: error,
-        })
+        }))
     }
     fn open(&self, name: &str) -> Result<Box<dyn FileReader>, StorageError> {
-        self.0.open(name)
+        self.dir.open(name)
     }
     fn delete(&self, name: &str) -> Result<(), StorageError> {
-        self.0.delete(name)
+        self.dir.delete(name)
     }
     fn path(&self, name: &str) -> PathBuf {
-        self.0.path(name)
+        self.dir.path(name)
     }
 }
 
@@ -263,21 +316,117 @@ impl FileStore for FullDisk {
 fn failed_writes_leave_nothing() {
     let scratch = Scratch::new();
     let batch = batch_of(vec![("a".into(), 1, Product::new(0, 0), 1)]);
-    let full = storage_on(Box::new(FullDisk(scratch.dir())), 8, 0);
+    let full = storage_on(Box::new(FullDisk::new(scratch.dir(), 0)), 8, 0);
     let error = batch.write_to(&full).err().expect("the write fails");
     assert!(error.to_string().contains("batch"), "{error}");
+    assert!(files_in(&scratch.0).is_empty());
     // A local write whose rename fails (a directory holds the name) removes its partial file.
     std::fs::create_dir(scratch.0.join("taken")).expect("a directory");
     let error = write_batch(&scratch.dir(), "taken", &batch, 8, true).expect_err("fails");
     assert!(error.to_string().contains("taken"), "{error}");
-    let left: Vec<_> = std::fs::read_dir(&scratch.0)
-        .expect("the directory")
-        .map(|entry| entry.expect("an entry").file_name())
-        .collect();
-    assert_eq!(left, vec![std::ffi::OsString::from("taken")]);
+    assert_eq!(
+        files_in(&scratch.0),
+        vec![std::ffi::OsString::from("taken")]
+    );
     // A file deleted is gone.
     let dir = scratch.dir();
     write_batch(&dir, "batch", &batch, 8, false).expect("written");
     dir.delete("batch").expect("deleted");
     assert!(Batch::<U>::open_file(&scratch.storage(8, 0), "batch").is_err());
+}
+
+/// Merges `older` and `newer` at `since` in steps of `fuel`, to a file of `storage` or (without
+/// one) in memory.
+fn merged(
+    older: Batch<U>,
+    newer: Batch<U>,
+    since: &Antichain<Time>,
+    fuel: isize,
+    storage: Option<&Arc<Storage>>,
+) -> Batch<U> {
+    let mut merge = match storage {
+        Some(storage) => Merge::to_file(older, newer, since.borrow(), storage),
+        None => Merge::new(older, newer, since.borrow()),
+    };
+    let mut budget = fuel;
+    while !merge.work(&mut budget) {
+        budget = fuel;
+    }
+    merge.complete()
+}
+
+proptest! {
+    /// A merge written to a file block by block, of stored or in-memory inputs, holds what the
+    /// same merge in memory holds, whatever the fuel and the block size; every file is gone once
+    /// the batches are.
+    #[test]
+    fn merges_to_files_hold_what_merges_in_memory_hold(
+        older in rows(),
+        newer in rows(),
+        since in (0u64..12, 0u32..3),
+        block_updates in 1usize..40,
+        fuel in 1isize..60,
+        store_inputs in any::<bool>(),
+    ) {
+        let scratch = Scratch::new();
+        let storage = scratch.storage(block_updates, 1 << 16);
+        let shift = |rows: Vec<Row>| -> Vec<Row> {
+            rows.into_iter()
+                .map(|(k, v, t, r)| (k, v, Product::new(t.outer + 4, t.inner), r))
+                .collect()
+        };
+        let older = batch_between(older, 0, 4);
+        let newer = batch_between(shift(newer), 4, 8);
+        let since = Antichain::from_elem(Product::new(since.0, since.1));
+        let expected = merged(older.clone(), newer.clone(), &since, fuel, None);
+        let (older, newer) = if store_inputs {
+            (older.write_to(&storage).expect("written"), newer.write_to(&storage).expect("written"))
+        } else {
+            (older, newer)
+        };
+        let result = merged(older, newer, &since, fuel, Some(&storage));
+        prop_assert_eq!(result.is_stored(), !expected.is_empty());
+        prop_assert_eq!(result.description(), expected.description());
+        result.check_invariants();
+        prop_assert_eq!(result.to_rows(), expected.to_rows());
+        drop(result);
+        prop_assert!(files_in(&scratch.0).is_empty());
+        let stats = storage.stats();
+        prop_assert_eq!(stats.files_written, stats.files_deleted);
+    }
+}
+
+/// A disk that fills up in the middle of a merge to a file ends the worker with a storage
+/// fault naming the file, and leaves no part of the file behind.
+#[test]
+fn merges_on_a_full_disk_fail_and_leave_nothing() {
+    let scratch = Scratch::new();
+    let rows = |from: u64| -> Vec<Row> {
+        (0..2_000u64)
+            .map(|i| {
+                (
+                    format!("key{:05}", i),
+                    i % 7,
+                    Product::new(from + i % 4, 0),
+                    1,
+                )
+            })
+            .collect()
+    };
+    let older = batch_between(rows(0), 0, 4);
+    let newer = batch_between(rows(4), 4, 8);
+    let full = storage_on(Box::new(FullDisk::new(scratch.dir(), 20_000)), 16, 0);
+    let since = Antichain::from_elem(Product::new(0, 0));
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        merged(older, newer, &since, 100, Some(&full))
+    }));
+    let payload = outcome.err().expect("the merge fails");
+    assert!(payload.is::<StorageFault>());
+    let fault = full.fault().expect("the error is recorded");
+    assert!(fault.contains("batch-"), "{fault}");
+    assert!(
+        files_in(&scratch.0).is_empty(),
+        "{:?}",
+        files_in(&scratch.0)
+    );
 }
