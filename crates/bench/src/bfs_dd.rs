@@ -1,14 +1,14 @@
 //! The baseline of the bfs benchmark: differential-dataflow 0.26 running the same bfs
 //! (`ripple_oracle::graph::bfs`), driven
-//! exactly like `ripple bfs` (same generator, same steps, output gathered on worker 0 and
-//! checksummed the same way).
+//! exactly like `ripple bfs` (same generator, same steps fed by worker 0 alone, output
+//! gathered on worker 0 and checksummed the same way).
 
 use differential_dataflow::input::Input;
 use ripple_cli::changes::{Edge, Node};
 use ripple_cli::computation::{Computation, Value};
 use ripple_cli::options::RunOptions;
 use ripple_cli::output::{OutputSink, Row};
-use ripple_cli::source::{Source, Step};
+use ripple_cli::source::{Fed, Feed, Source};
 use ripple_cli::stats::RunReport;
 use ripple_oracle::graph::bfs;
 use std::cell::RefCell;
@@ -63,48 +63,66 @@ pub fn run_dd(source: Arc<Source>, options: &RunOptions) -> RunReport {
             (edge_input, root_input, probe)
         });
         let mut roots = roots;
-        if leader {
-            for root in &options.roots {
-                roots.update(*root, 1);
+        if !leader {
+            // As in `ripple`: the input's frontier is worker 0's alone.
+            roots.close();
+            edges.close();
+            while !probe.done() {
+                worker.step_or_park(None);
             }
+            return None;
+        }
+        for root in &options.roots {
+            roots.update(*root, 1);
         }
         roots.close();
 
-        let plan = source.plan(options.batch);
-        let mut feeder = source.feeder();
-        let mut sink = OutputSink::new(options.computation, None);
-        let mut report = RunReport::new(options, &source, &plan, worker.peers());
-        let mut run_step = |worker: &mut timely::worker::Worker, step: Step| {
+        let mut feed = Source::clone(&source).into_feed();
+        let mut sink = OutputSink::new(options.computation, None, false);
+        let mut report = RunReport::new(options, source.describe(), worker.peers());
+        let mut updates_began = None;
+        loop {
             let began = Instant::now();
-            let fed = if leader {
-                feeder.feed(step.end, |edge, time, diff| {
-                    edges.update_at(edge, time, diff)
-                })
+            let max_times = if updates_began.is_some() {
+                options.batch
             } else {
-                0
+                1
             };
-            edges.advance_to(step.end);
+            let fed = feed.feed(max_times, None, &mut |edge, time, diff| {
+                edges.update_at(edge, time, diff)
+            });
+            let Fed::Step {
+                end,
+                times,
+                changes,
+            } = fed.expect("a source read whole has no errors")
+            else {
+                break;
+            };
+            edges.advance_to(end);
             edges.flush();
-            worker.step_while(|| probe.less_than(&step.end));
+            worker.step_while(|| probe.less_than(&end));
             sink.step(&mut gathered.borrow_mut())
                 .expect("no writer, nothing to fail");
-            (began.elapsed(), fed)
-        };
-        if let Some(load) = plan.load() {
-            let (elapsed, fed) = run_step(worker, load);
-            report.load = elapsed;
-            report.load_changes = fed;
+            if updates_began.is_none() {
+                report.load = began.elapsed();
+                report.load_changes = changes;
+                updates_began = Some(Instant::now());
+            } else {
+                report.latencies.push(began.elapsed());
+                report.update_times += times;
+                report.update_changes += changes;
+            }
         }
-        let updates_began = Instant::now();
-        for index in 0..plan.steps() {
-            let (elapsed, _) = run_step(worker, plan.step(index));
-            report.latencies.push(elapsed);
+        report.updates = updates_began.map_or_else(Default::default, |began| began.elapsed());
+        edges.close();
+        while !probe.done() {
+            worker.step();
         }
-        report.updates = updates_began.elapsed();
         let (checksum, rows) = sink.finish().expect("no writer, nothing to fail");
         report.checksum = checksum;
         report.rows = rows;
-        leader.then_some(report)
+        Some(report)
     })
     .expect("timely starts");
     let mut report = guards

@@ -1,7 +1,9 @@
-//! Edge change files: one `src,dst,time,diff` update per line.
+//! Edge change files: one `src,dst,time,diff` update per line, and progress lines `@T`.
 //!
-//! The whole input is parsed and checked before anything runs, so a malformed line stops the run
-//! before a single output line is written.
+//! A file read whole ([`read_changes`]) is parsed and checked before anything runs, so a
+//! malformed line stops the run before a single output line is written. A stream
+//! ([`crate::stream`]) is checked line by line as it arrives, with the same parser
+//! ([`parse_record`]) and the same check of each completed time ([`Multiplicities`]).
 
 use std::collections::HashMap;
 use std::io::BufRead;
@@ -40,6 +42,14 @@ pub enum InputError {
         dst: Node,
         multiplicity: i64,
     },
+    #[error("{file}:{line}: time {time} comes after {after}; a streamed input's times must not go back (read the file whole, without --follow, for times in any order)")]
+    OutOfOrder {
+        file: String,
+        line: usize,
+        time: u64,
+        /// What the time is below: the time of an earlier line, or a progress line's.
+        after: String,
+    },
     #[error("{file}:{line}: expected {expected}, found {found}")]
     Malformed {
         file: String,
@@ -54,12 +64,91 @@ const FIELDS: &str = "4 comma-separated fields `src,dst,time,diff`";
 const NODE: &str = "a node id (an unsigned 32-bit integer)";
 const TIME: &str = "a time (an unsigned 64-bit integer below 18446744073709551615)";
 const DIFF: &str = "a diff (a signed 64-bit integer)";
+const PROGRESS: &str =
+    "a progress line `@T`, T a time (an unsigned 64-bit integer below 18446744073709551615)";
+
+/// One line of an input.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Record {
+    /// A blank line or a comment (`#...`).
+    Skip,
+    Change(EdgeChange),
+    /// `@T`: no change at a time below `T` follows; those times are complete.
+    Progress(u64),
+}
+
+/// Parses the line `bytes` (the `line`-th of `file`, its newline included or not).
+pub fn parse_record(bytes: &[u8], file: &str, line: usize) -> Result<Record, InputError> {
+    let malformed = |expected, found: &str| InputError::Malformed {
+        file: file.to_string(),
+        line,
+        expected,
+        found: found.to_string(),
+    };
+    let text = std::str::from_utf8(bytes)
+        .map_err(|_| malformed("UTF-8 text", "bytes that are not UTF-8"))?
+        .trim();
+    if text.is_empty() || text.starts_with('#') {
+        return Ok(Record::Skip);
+    }
+    if let Some(time) = text.strip_prefix('@') {
+        let time = time.trim();
+        return match time.parse::<u64>().ok().filter(|time| *time < u64::MAX) {
+            Some(time) => Ok(Record::Progress(time)),
+            None => Err(malformed(PROGRESS, &format!("`{text}`"))),
+        };
+    }
+    parse_line(text)
+        .map(Record::Change)
+        .map_err(|(expected, found)| malformed(expected, &found))
+}
+
+/// Every edge's multiplicity after the times checked so far. After each time every edge's
+/// multiplicity must be non-negative: removing an edge that is not there is an error, not
+/// something to compute with. Within a time the order of the changes does not matter.
+#[derive(Debug, Default)]
+pub struct Multiplicities {
+    counts: HashMap<Edge, i64>,
+}
+
+impl Multiplicities {
+    /// Applies the changes of one time, each with its line, and fails, naming the line of the
+    /// last change to the edge, if an edge's multiplicity is then negative.
+    pub fn apply_time(
+        &mut self,
+        group: &[(EdgeChange, usize)],
+        file: &str,
+    ) -> Result<(), InputError> {
+        for (change, _) in group {
+            let count = self.counts.entry(change.edge).or_insert(0);
+            *count = count.saturating_add(change.diff);
+        }
+        for (change, line) in group.iter().rev() {
+            let multiplicity = self.counts[&change.edge];
+            if multiplicity < 0 {
+                return Err(InputError::NegativeMultiplicity {
+                    file: file.to_string(),
+                    line: *line,
+                    time: change.time,
+                    src: change.edge.0,
+                    dst: change.edge.1,
+                    multiplicity,
+                });
+            }
+        }
+        for (change, _) in group {
+            if self.counts.get(&change.edge) == Some(&0) {
+                self.counts.remove(&change.edge);
+            }
+        }
+        Ok(())
+    }
+}
 
 /// Reads every change in `reader` (named `file` in errors), sorted by time; lines of one time
-/// keep their order. Blank lines and lines starting with `#` are skipped.
-///
-/// After each time every edge's multiplicity must be non-negative: removing an edge that is
-/// not there is an error, not something to compute with.
+/// keep their order. Blank lines, lines starting with `#` and progress lines are skipped (read
+/// whole, times may come in any order, so progress lines say nothing). Each time's changes are
+/// checked as [`Multiplicities`] says.
 pub fn read_changes(reader: impl BufRead, file: &str) -> Result<Vec<EdgeChange>, InputError> {
     let mut changes = Vec::new();
     let mut bytes = Vec::new();
@@ -77,55 +166,17 @@ pub fn read_changes(reader: impl BufRead, file: &str) -> Result<Vec<EdgeChange>,
             break;
         }
         line += 1;
-        let malformed = |expected, found: &str| InputError::Malformed {
-            file: file.to_string(),
-            line,
-            expected,
-            found: found.to_string(),
-        };
-        let text = std::str::from_utf8(&bytes)
-            .map_err(|_| malformed("UTF-8 text", "bytes that are not UTF-8"))?
-            .trim();
-        if text.is_empty() || text.starts_with('#') {
-            continue;
+        if let Record::Change(change) = parse_record(&bytes, file, line)? {
+            changes.push((change, line));
         }
-        let change = parse_line(text).map_err(|(expected, found)| malformed(expected, &found))?;
-        changes.push((change, line));
     }
     // Stable: the changes of one time keep the file's order.
     changes.sort_by_key(|(change, _)| change.time);
-    check_multiplicities(&changes, file)?;
-    Ok(changes.into_iter().map(|(change, _)| change).collect())
-}
-
-/// Fails on the first time after which some edge has a negative multiplicity.
-fn check_multiplicities(changes: &[(EdgeChange, usize)], file: &str) -> Result<(), InputError> {
-    let mut multiplicities: HashMap<Edge, i64> = HashMap::new();
+    let mut multiplicities = Multiplicities::default();
     for group in changes.chunk_by(|a, b| a.0.time == b.0.time) {
-        for (change, _) in group {
-            let count = multiplicities.entry(change.edge).or_insert(0);
-            *count = count.saturating_add(change.diff);
-        }
-        for (change, line) in group.iter().rev() {
-            let multiplicity = multiplicities[&change.edge];
-            if multiplicity < 0 {
-                return Err(InputError::NegativeMultiplicity {
-                    file: file.to_string(),
-                    line: *line,
-                    time: change.time,
-                    src: change.edge.0,
-                    dst: change.edge.1,
-                    multiplicity,
-                });
-            }
-        }
-        for (change, _) in group {
-            if multiplicities.get(&change.edge) == Some(&0) {
-                multiplicities.remove(&change.edge);
-            }
-        }
+        multiplicities.apply_time(group, file)?;
     }
-    Ok(())
+    Ok(changes.into_iter().map(|(change, _)| change).collect())
 }
 
 /// Parses one non-blank line, or says what was expected and what was found.
@@ -208,6 +259,23 @@ mod tests {
             error.starts_with("in.csv:2: expected UTF-8 text"),
             "{error}"
         );
+    }
+
+    #[test]
+    fn progress_lines_parse_and_are_skipped_when_read_whole() {
+        assert_eq!(
+            parse_record(b"@12\n", "f", 1).unwrap(),
+            Record::Progress(12)
+        );
+        assert_eq!(parse_record(b" @ 3 ", "f", 1).unwrap(), Record::Progress(3));
+        assert_eq!(parse_record(b"# @3", "f", 1).unwrap(), Record::Skip);
+        let error = parse_record(b"@x", "f", 4).unwrap_err().to_string();
+        assert!(
+            error.starts_with("f:4: expected a progress line `@T`"),
+            "{error}"
+        );
+        let changes = read("1,2,5,1\n@9\n3,4,0,1\n").unwrap();
+        assert_eq!(changes.len(), 2);
     }
 
     #[test]

@@ -1,12 +1,15 @@
-//! Command-line arguments and the `ripple` command's main flow: read the whole input, then run,
-//! then report. Exit codes: 0 success, 2 bad arguments or input, 1 failure while running.
+//! Command-line arguments and the `ripple` command's main flow: read a whole input (or start
+//! reading a stream), then run, then report. Exit codes: 0 success, 2 bad arguments or input
+//! (also in the middle of a stream), 1 failure while running.
 
 use crate::changes::{read_changes, InputError, Node};
 use crate::computation::Computation;
+use crate::follow::Follow;
 use crate::generator::GraphSpec;
 use crate::options::{Cluster, ProgressMode, RunOptions};
-use crate::run::run;
+use crate::run::{run, Input, RunError};
 use crate::source::Source;
+use crate::stream::Stream;
 use clap::{ArgAction, Args, Parser, Subcommand};
 use ripple_dataflow::RippleConfig;
 use ripple_storage::{SpillDir, Storage, StorageFault, StorageSettings};
@@ -17,9 +20,17 @@ use std::sync::Arc;
 
 const FORMATS: &str = "\
 INPUT: one edge change per line, `src,dst,time,diff` (u32, u32, u64, i64), e.g. `3,7,12,1` adds \
-edge 3->7 at time 12 and `3,7,20,-1` removes it at time 20. Times may come in any order; blank \
-lines and lines starting with `#` are ignored. A malformed line, or a removal of an edge that is \
-not there, stops the run before any output (exit code 2).
+edge 3->7 at time 12 and `3,7,20,-1` removes it at time 20. Blank lines and lines starting with \
+`#` are ignored. A file read whole (--input FILE) may list times in any order; a malformed line, \
+or a removal of an edge that is not there, stops the run before any output (exit code 2).
+
+STREAMING: with --input - (stdin) or --input FILE --follow (the file is read as it grows, like \
+`tail -F`), lines are read as they arrive and times must not go back. A time is complete when a \
+line with a later time arrives, when a progress line `@T` says no change below time T will \
+follow, or at the end of the input; each step takes every complete time that has arrived (up to \
+--batch) and writes and flushes its rows at once. A bad line in the middle of a stream (malformed, \
+a time below an earlier one, a removal of an absent edge) stops the run with exit code 2, after \
+the rows of the times completed before it. Example: `tail -f changes.csv | ripple reach --input -`.
 
 GENERATED INPUT (without --input): at time 0, --edges random edges over --nodes nodes; then \
 update i (time i, for i in 1..=--updates) inserts a new random edge and removes the oldest edge \
@@ -79,9 +90,13 @@ impl Command {
 
 #[derive(Debug, Args)]
 pub struct RunArgs {
-    /// Read edge changes from FILE (`-` for stdin) instead of generating them.
+    /// Read edge changes from FILE (`-` for stdin, read as it arrives) instead of generating
+    /// them.
     #[arg(long, value_name = "FILE", conflicts_with_all = ["nodes", "edges", "updates", "seed"])]
     pub input: Option<String>,
+    /// Keep reading lines appended to the --input file, as `tail -F` does (see STREAMING).
+    #[arg(long, requires = "input")]
+    pub follow: bool,
     /// Generator: number of nodes.
     #[arg(long, default_value_t = 1_000, value_parser = clap::value_parser!(u32).range(1..))]
     pub nodes: u32,
@@ -97,7 +112,8 @@ pub struct RunArgs {
     /// Root nodes for bfs and reach, present from time 0.
     #[arg(long, value_delimiter = ',', default_value = "0")]
     pub roots: Vec<Node>,
-    /// Distinct input times fed per step (1 = every time on its own).
+    /// Distinct input times fed per step, at most (1 = every time on its own). A stream's steps
+    /// take the complete times that have arrived, up to this many.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
     pub batch: u64,
     /// Write the output lines to FILE instead of stdout.
@@ -106,6 +122,10 @@ pub struct RunArgs {
     /// Print statistics instead of output lines (output lines still go to --output if given).
     #[arg(long)]
     pub summary: bool,
+    /// Print a line of running statistics to stderr every DURATION (e.g. `1s`, `500ms`):
+    /// updates/s, step latency p50/p99 over the interval, resident memory, rows written.
+    #[arg(long, value_name = "DURATION", value_parser = parse_interval)]
+    pub stats_every: Option<std::time::Duration>,
     /// Worker threads per process.
     #[arg(short = 'w', long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..1025))]
     pub workers: u64,
@@ -142,6 +162,15 @@ fn parse_budget(text: &str) -> Result<u64, String> {
     parse_size::parse_size(text).map_err(|error| {
         format!("{error}; expected a size such as 512MiB, 64MB or 1000000 (bytes)")
     })
+}
+
+/// A `--stats-every` interval.
+fn parse_interval(text: &str) -> Result<std::time::Duration, String> {
+    match humantime::parse_duration(text) {
+        Ok(interval) if !interval.is_zero() => Ok(interval),
+        Ok(_) => Err("expected a positive duration such as 1s or 500ms".into()),
+        Err(error) => Err(format!("{error}; expected a duration such as 1s or 500ms")),
+    }
 }
 
 /// A failure before the run: exit code 2.
@@ -214,34 +243,48 @@ impl RunArgs {
         Ok(Some(Arc::new(Storage::in_spill_dir(spill, settings))))
     }
 
-    fn source(&self) -> Result<Source, UsageError> {
-        match &self.input {
-            Some(name) => {
-                let changes = if name == "-" {
-                    read_changes(std::io::stdin().lock(), "<stdin>")?
-                } else {
-                    let file = std::fs::File::open(name).map_err(|source| InputError::Io {
-                        file: name.clone(),
-                        source,
-                    })?;
-                    read_changes(BufReader::with_capacity(1 << 16, file), name)?
-                };
-                Ok(Source::Changes {
-                    name: name.clone(),
-                    changes,
-                })
-            }
-            None => {
-                let spec = GraphSpec {
-                    nodes: self.nodes,
-                    edges: self.edges,
-                    updates: self.updates,
-                    seed: self.seed,
-                };
-                spec.validate().map_err(UsageError::Arguments)?;
-                Ok(Source::Generated(spec))
-            }
+    /// The input of the process hosting worker 0: a file read whole, a stream started, or the
+    /// generator.
+    fn input(&self) -> Result<Input, UsageError> {
+        let Some(name) = &self.input else {
+            let spec = GraphSpec {
+                nodes: self.nodes,
+                edges: self.edges,
+                updates: self.updates,
+                seed: self.seed,
+            };
+            spec.validate().map_err(UsageError::Arguments)?;
+            return Ok(Input::whole(Source::Generated(spec), self.batch));
+        };
+        let io_error = |source| InputError::Io {
+            file: name.clone(),
+            source,
+        };
+        if name == "-" || self.follow {
+            let (lines, shown): (Box<dyn crate::stream::LineSource>, String) = if name == "-" {
+                let stdin = BufReader::with_capacity(1 << 16, std::io::stdin());
+                (Box::new(stdin), "<stdin>".into())
+            } else {
+                (
+                    Box::new(Follow::open(name).map_err(io_error)?),
+                    name.clone(),
+                )
+            };
+            let stream = Stream::spawn(lines, shown.clone()).map_err(io_error)?;
+            return Ok(Input {
+                description: format!("{shown} (streamed)"),
+                feed: Box::new(stream),
+                streaming: true,
+                steps: None,
+            });
         }
+        let file = std::fs::File::open(name).map_err(io_error)?;
+        let changes = read_changes(BufReader::with_capacity(1 << 16, file), name)?;
+        let source = Source::Changes {
+            name: name.clone(),
+            changes,
+        };
+        Ok(Input::whole(source, self.batch))
     }
 }
 
@@ -256,19 +299,20 @@ pub fn main_with(args: impl IntoIterator<Item = String>) -> ExitCode {
         }
     };
     let (computation, args) = cli.command.split();
-    let prepared = args.cluster().and_then(|cluster| {
-        let storage = args.storage()?;
-        Ok((cluster, storage, args.source()?))
-    });
-    let (cluster, storage, source) = match prepared {
+    let prepared = args
+        .cluster()
+        .and_then(|cluster| Ok((args.storage()?, cluster)));
+    let (storage, cluster) = match prepared {
         Ok(prepared) => prepared,
-        Err(error) => {
-            eprintln!("ripple: error: {error}");
-            return ExitCode::from(2);
-        }
+        Err(error) => return usage_error(error),
     };
     let leads = cluster.process == 0;
-    // Only the process hosting worker 0 writes, and only once the input has been read.
+    // Only the process hosting worker 0 reads the input, and writes, once a whole input has
+    // been read and checked (a bad one leaves an earlier output file as it was).
+    let input = match leads.then(|| args.input()).transpose() {
+        Ok(input) => input,
+        Err(error) => return usage_error(error),
+    };
     let writer: Option<Box<dyn Write + Send>> = match (&args.output, args.summary, leads) {
         (_, _, false) => None,
         (Some(path), _, true) => match std::fs::File::create(path) {
@@ -290,13 +334,14 @@ pub fn main_with(args: impl IntoIterator<Item = String>) -> ExitCode {
         batch: args.batch,
         cluster,
         progress: true,
+        stats_every: args.stats_every,
         config: RippleConfig {
             storage: storage.clone(),
             ..RippleConfig::default()
         },
     };
     silence_storage_faults();
-    let outcome = run(Arc::new(source), &options, writer);
+    let outcome = run(input, &options, writer);
     // A storage error unwound a worker: report it rather than the unwinding.
     if let Some(fault) = storage.as_ref().and_then(|storage| storage.fault()) {
         eprintln!("ripple: error: {fault}");
@@ -311,11 +356,18 @@ pub fn main_with(args: impl IntoIterator<Item = String>) -> ExitCode {
             ExitCode::SUCCESS
         }
         Ok(None) => ExitCode::SUCCESS,
+        Err(RunError::Input(error)) => usage_error(error.into()),
         Err(error) => {
             eprintln!("ripple: error: {error}");
             ExitCode::from(1)
         }
     }
+}
+
+/// Reports bad arguments or input: exit code 2.
+fn usage_error(error: UsageError) -> ExitCode {
+    eprintln!("ripple: error: {error}");
+    ExitCode::from(2)
 }
 
 /// Keeps the panic hook quiet for workers unwinding with a [`StorageFault`]: the error they

@@ -1,15 +1,17 @@
 //! The `ripple` command: incremental graph computations over streams of edge changes.
 //!
-//! Data path: a [`Source`](source::Source) (a parsed change file or the
-//! [generator]) is cut into steps by [`Plan`](source::Plan); [`run`](run::run)
-//! builds a [`Computation`](computation::Computation)'s dataflow on every timely worker,
-//! feeds each step from worker 0, runs until the output is complete for the step, and hands
-//! the gathered output to an [`OutputSink`](output::OutputSink), which consolidates, sorts,
-//! writes and checksums it. [`cli`] parses arguments and maps failures to exit codes.
+//! Data path: a [`Feed`](source::Feed) hands out complete times in order, from an input read
+//! whole (a parsed change file or the [generator]) or from a [`stream`] read as it arrives
+//! (stdin, or a file followed by [`follow`]); [`run`](run::run) builds a
+//! [`Computation`](computation::Computation)'s dataflow on every timely worker, feeds it from
+//! worker 0 step by step, runs until the output is complete for the step, and hands the
+//! gathered output to an [`OutputSink`](output::OutputSink), which consolidates, sorts, writes
+//! and checksums it. [`cli`] parses arguments and maps failures to exit codes.
 
 pub mod changes;
 pub mod cli;
 pub mod computation;
+pub mod follow;
 pub mod generator;
 pub mod options;
 pub mod output;
@@ -17,3 +19,4 @@ pub mod progress;
 pub mod run;
 pub mod source;
 pub mod stats;
+pub mod stream;

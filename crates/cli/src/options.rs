@@ -85,8 +85,11 @@ pub struct RunOptions {
     /// Distinct input times per step (at least 1).
     pub batch: u64,
     pub cluster: Cluster,
-    /// Show a progress bar on stderr (only if it is a terminal, after the first second).
+    /// Show a progress bar on stderr (only if it is a terminal, after the first second, and
+    /// when the number of steps is known).
     pub progress: bool,
+    /// Print a line of running statistics to stderr this often (`--stats-every`).
+    pub stats_every: Option<std::time::Duration>,
     /// The operators' settings; `run` turns on `lockstep_iterations` (see there), which its
     /// computations allow.
     pub config: RippleConfig,

@@ -46,6 +46,9 @@ impl Checksum {
 pub struct OutputSink {
     computation: Computation,
     writer: Option<Box<dyn Write + Send>>,
+    /// Whether each step's rows are flushed at once (a stream's readers see them as soon as
+    /// their time is complete); otherwise they go out as the writer's buffer fills.
+    flush_steps: bool,
     checksum: Checksum,
     rows: u64,
     line: Vec<u8>,
@@ -54,10 +57,15 @@ pub struct OutputSink {
 }
 
 impl OutputSink {
-    pub fn new(computation: Computation, writer: Option<Box<dyn Write + Send>>) -> Self {
+    pub fn new(
+        computation: Computation,
+        writer: Option<Box<dyn Write + Send>>,
+        flush_steps: bool,
+    ) -> Self {
         Self {
             computation,
             writer,
+            flush_steps,
             checksum: Checksum::default(),
             rows: 0,
             line: Vec::new(),
@@ -78,7 +86,16 @@ impl OutputSink {
         consolidate_owned_triples(&mut by_time);
         let result = self.emit(&by_time);
         self.by_time = by_time;
-        result
+        result?;
+        match &mut self.writer {
+            Some(writer) if self.flush_steps => writer.flush(),
+            _ => Ok(()),
+        }
+    }
+
+    /// Rows emitted so far.
+    pub fn rows(&self) -> u64 {
+        self.rows
     }
 
     fn emit(&mut self, by_time: &[(u64, Value, i64)]) -> std::io::Result<()> {
@@ -135,7 +152,7 @@ mod tests {
     #[test]
     fn steps_are_consolidated_and_sorted() {
         let buffer = Shared::default();
-        let mut sink = OutputSink::new(Computation::Cc, Some(Box::new(buffer.clone())));
+        let mut sink = OutputSink::new(Computation::Cc, Some(Box::new(buffer.clone())), false);
         let mut rows = vec![
             ((2, 1), 5, 1),
             ((1, 1), 5, 1),
@@ -153,7 +170,7 @@ mod tests {
         assert_eq!(text, "1,1,4,2\n1,1,5,1\n3,1,6,-1\n3,1,7,1\n");
 
         // The checksum depends only on the consolidated rows, not on how they arrived.
-        let mut other = OutputSink::new(Computation::Cc, None);
+        let mut other = OutputSink::new(Computation::Cc, None, true);
         other
             .step(&mut vec![((1, 1), 5, 1), ((1, 1), 4, 1), ((1, 1), 4, 1)])
             .unwrap();

@@ -1,13 +1,19 @@
-//! The driver: builds the dataflow on every worker, feeds the source step by step from worker
+//! The driver: builds the dataflow on every worker, feeds the input step by step from worker
 //! 0, gathers the output on worker 0, and measures.
+//!
+//! Only worker 0 holds the input: the other workers close theirs at once, so the input's
+//! frontier is worker 0's, and they step (parking when idle) until the dataflow is complete.
+//! Worker 0 takes the first time alone (the load), then up to `--batch` complete times per step
+//! from its [`Feed`], runs until the output is complete to the step's end, and writes the
+//! step's rows (flushed at once for a stream).
 
-use crate::changes::{Edge, Node};
+use crate::changes::{Edge, InputError, Node};
 use crate::computation::Value;
 use crate::options::RunOptions;
-use crate::output::{Checksum, OutputSink, Row};
+use crate::output::{OutputSink, Row};
 use crate::progress::Progress;
-use crate::source::{Source, Step};
-use crate::stats::{peak_resident_bytes, RunReport};
+use crate::source::{Fed, Feed, Source};
+use crate::stats::{peak_resident_bytes, RunReport, Ticker};
 use ripple_dataflow::exchange::exchange_by;
 use ripple_dataflow::{Collection, InputSession, RippleConfig, UpdateContainer};
 use std::cell::RefCell;
@@ -20,21 +26,47 @@ use timely::dataflow::operators::generic::Operator;
 use timely::dataflow::ProbeHandle;
 use timely::worker::Worker;
 
-/// Why a run failed after its input was read.
+/// Why a run failed after it started.
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
     #[error("could not start the workers: {0}")]
     Start(String),
     #[error("writing the output: {0}")]
     Output(#[from] std::io::Error),
+    /// A streamed input went wrong (the rows of the times completed before were written).
+    #[error(transparent)]
+    Input(#[from] InputError),
     #[error("a worker failed: {0}")]
     Worker(String),
 }
 
-/// Runs `options.computation` over `source`, writing output lines to `writer` (if any).
-/// Returns the report in the process that hosts worker 0, `None` in the others.
+/// A run's input, for the process hosting worker 0.
+pub struct Input {
+    /// What the input is, for `--summary`.
+    pub description: String,
+    pub feed: Box<dyn Feed>,
+    /// A stream: each step's rows are flushed at once, and the number of steps is unknown.
+    pub streaming: bool,
+    /// How many steps the run makes, when known (for the progress bar).
+    pub steps: Option<u64>,
+}
+
+impl Input {
+    /// An input read whole, fed the first time alone, then `batch` times per step.
+    pub fn whole(source: Source, batch: u64) -> Self {
+        Self {
+            description: source.describe(),
+            steps: Some(source.steps(batch)),
+            streaming: false,
+            feed: Box::new(source.into_feed()),
+        }
+    }
+}
+
+/// Runs `options.computation`, writing output lines to `writer` (if any). The process hosting
+/// worker 0 passes the `input` and gets the report; other processes pass `None` and get `None`.
 pub fn run(
-    source: Arc<Source>,
+    input: Option<Input>,
     options: &RunOptions,
     writer: Option<Box<dyn Write + Send>>,
 ) -> Result<Option<RunReport>, RunError> {
@@ -51,18 +83,15 @@ pub fn run(
         ..options.config.clone()
     }
     .install(&mut config.worker);
-    let writer = Arc::new(Mutex::new(writer));
+    let leading = Arc::new(Mutex::new(input.map(|input| (input, writer))));
     let shared = Arc::new(options.clone());
     let guards = timely::execute(config, move |worker| {
-        let writer = if worker.index() == 0 {
-            writer
-                .lock()
-                .map(|mut writer| writer.take())
-                .unwrap_or(None)
+        let leads = if worker.index() == 0 {
+            leading.lock().map(|mut taken| taken.take()).unwrap_or(None)
         } else {
             None
         };
-        drive(worker, &source, &shared, writer)
+        drive(worker, &shared, leads)
     })
     .map_err(RunError::Start)?;
     let mut report = None;
@@ -73,21 +102,20 @@ pub fn run(
                 report = Some(found);
             }
             Ok(Ok(None)) => {}
-            Ok(Err(error)) => return Err(error.into()),
+            Ok(Err(error)) => return Err(error),
             Err(panic) => return Err(RunError::Worker(panic)),
         }
     }
     Ok(report)
 }
 
-/// The feeding, stepping and measuring of one worker; worker 0 returns the report.
+/// The dataflow of one worker, fed by worker 0 (which gets `leads`, the input and the
+/// writer) and returning its report.
 fn drive(
     worker: &mut Worker,
-    source: &Source,
     options: &RunOptions,
-    writer: Option<Box<dyn Write + Send>>,
-) -> std::io::Result<Option<RunReport>> {
-    let leader = worker.index() == 0;
+    leads: Option<(Input, Option<Box<dyn Write + Send>>)>,
+) -> Result<Option<RunReport>, RunError> {
     let peers = worker.peers();
     let mut edges = InputSession::<u64, Edge>::new();
     let mut roots = InputSession::<u64, Node>::new();
@@ -98,7 +126,16 @@ fn drive(
             .build(edges.to_collection(scope), roots.to_collection(scope));
         gather(output, Rc::clone(&gathered))
     });
-    if leader && options.computation.uses_roots() {
+    let Some((input, writer)) = leads else {
+        // The input's frontier is worker 0's alone.
+        edges.close();
+        roots.close();
+        while !probe.done() {
+            worker.step_or_park(None);
+        }
+        return Ok(None);
+    };
+    if options.computation.uses_roots() {
         for root in &options.roots {
             roots.insert(*root);
         }
@@ -106,47 +143,87 @@ fn drive(
     // Roots never change: closing their input lets every later time complete.
     roots.close();
 
-    let plan = source.plan(options.batch);
-    let mut feeder = source.feeder();
-    let mut sink = OutputSink::new(options.computation, writer);
-    let mut run_step = |worker: &mut Worker, step: Step, sink: &mut OutputSink| {
-        let began = Instant::now();
-        let fed = if leader {
-            feeder.feed(step.end, |edge, time, diff| {
-                edges
-                    .update_at(edge, time, diff)
-                    .expect("the feeder hands out times in order, none before the step");
-            })
-        } else {
-            0
+    let Input {
+        description,
+        mut feed,
+        streaming,
+        steps,
+    } = input;
+    let mut report = RunReport::new(options, description, peers);
+    let mut sink = OutputSink::new(options.computation, writer, streaming);
+    let mut progress = Progress::new(options.progress && steps.is_some(), steps.unwrap_or(0));
+    let mut ticker = options.stats_every.map(Ticker::new);
+    let mut loaded = false;
+    let mut done_steps = 0;
+    let mut updates_began = Instant::now();
+    let failure = loop {
+        let max_times = if loaded { options.batch } else { 1 };
+        let deadline = ticker.as_ref().map(Ticker::due);
+        let mut began = Instant::now();
+        let fed = feed.feed(max_times, deadline, &mut |edge, time, diff| {
+            edges.update_at(edge, time, diff).expect(
+                "a feed hands out complete times in order, none before the last step's end",
+            );
+        });
+        let (end, times, changes) = match fed {
+            Err(error) => break Some(error),
+            Ok(Fed::End) => break None,
+            Ok(Fed::Idle) => {
+                if let Some(ticker) = &mut ticker {
+                    ticker.tick(sink.rows());
+                }
+                continue;
+            }
+            Ok(Fed::Step {
+                end,
+                times,
+                changes,
+            }) => (end, times, changes),
         };
+        if streaming {
+            // A stream's step begins when its input is there, not while waiting for it.
+            began = Instant::now();
+        }
         edges
-            .advance_to(step.end)
+            .advance_to(end)
             .expect("steps advance the input forward");
-        worker.step_while(|| probe.less_than(&step.end));
-        sink.step(&mut gathered.borrow_mut())
-            .map(|()| (began.elapsed(), fed))
+        worker.step_while(|| probe.less_than(&end));
+        sink.step(&mut gathered.borrow_mut())?;
+        let elapsed = began.elapsed();
+        if times == 0 {
+            // Progress alone: nothing was fed.
+        } else if !loaded {
+            loaded = true;
+            report.load = elapsed;
+            report.load_changes = changes;
+            updates_began = Instant::now();
+        } else {
+            report.latencies.push(elapsed);
+            report.update_times += times;
+            report.update_changes += changes;
+        }
+        done_steps += 1;
+        progress.advance(done_steps);
+        if let Some(ticker) = &mut ticker {
+            ticker.record(elapsed, times, changes);
+            ticker.tick(sink.rows());
+        }
     };
-
-    let mut report = RunReport::new(options, source, &plan, peers);
-    if let Some(load) = plan.load() {
-        let (elapsed, fed) = run_step(worker, load, &mut sink)?;
-        report.load = elapsed;
-        report.load_changes = fed;
+    if loaded {
+        report.updates = updates_began.elapsed();
     }
-    let mut progress = Progress::new(options.progress && leader, plan.steps());
-    let updates_began = Instant::now();
-    for index in 0..plan.steps() {
-        let (elapsed, _fed) = run_step(worker, plan.step(index), &mut sink)?;
-        report.latencies.push(elapsed);
-        progress.advance(index + 1);
-    }
-    report.updates = updates_began.elapsed();
     progress.finish();
-    if !leader {
-        return Ok(None);
+    // Every complete time was fed: the rest of the run computes nothing new.
+    edges.close();
+    while !probe.done() {
+        worker.step();
     }
-    let (checksum, rows): (Checksum, u64) = sink.finish()?;
+    if let Some(error) = failure {
+        sink.finish()?;
+        return Err(error.into());
+    }
+    sink.step(&mut gathered.borrow_mut())?;
+    let (checksum, rows) = sink.finish()?;
     report.checksum = checksum;
     report.rows = rows;
     report.peak_resident = peak_resident_bytes();

@@ -1,18 +1,45 @@
-//! Where edge changes come from (a parsed file or the generator), and how their times are cut
-//! into steps.
+//! Where edge changes come from, and how their times are handed to the workers.
 //!
-//! The first input time (the initial graph) is the *load* step on its own. The remaining
-//! distinct times are cut into steps of `batch` distinct times each: the driver feeds a step's
-//! changes, advances the inputs to the step's end, and runs until the output is complete up to
-//! there.
+//! A [`Feed`] hands out complete times in order, up to a number of distinct times per step.
+//! The driver takes the first time (the initial graph) on its own as the *load* step, then up
+//! to `--batch` times per step; it feeds a step's changes, advances the inputs to the step's
+//! end, and runs until the output is complete up to there. A [`Source`] read whole (a change
+//! file, or the generator) always has `--batch` times ready; a stream ([`crate::stream`]) has
+//! what has arrived.
 
-use crate::changes::{Edge, EdgeChange};
+use crate::changes::{Edge, EdgeChange, InputError};
 use crate::generator::{Generator, GraphSpec};
+use std::time::Instant;
 
-/// The input of a run.
+/// What one call of [`Feed::feed`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fed {
+    /// Fed the changes of `times` complete times (`changes` changes); every time below `end`
+    /// is now complete.
+    Step { end: u64, times: u64, changes: u64 },
+    /// Nothing completed before the deadline.
+    Idle,
+    /// The input has ended, and everything in it was fed.
+    End,
+}
+
+/// Complete times, in order, for the driver.
+pub trait Feed: Send {
+    /// Waits until some time is complete (or the input ends, or `deadline` passes), then passes
+    /// the changes of up to `max_times` complete times to `push`, in time order. An error in
+    /// the input comes after every time completed before it.
+    fn feed(
+        &mut self,
+        max_times: u64,
+        deadline: Option<Instant>,
+        push: &mut dyn FnMut(Edge, u64, i64),
+    ) -> Result<Fed, InputError>;
+}
+
+/// An input read whole.
 #[derive(Clone, Debug)]
 pub enum Source {
-    /// Changes read from a file (or stdin), sorted by time.
+    /// Changes read from a file, sorted by time.
     Changes {
         name: String,
         changes: Vec<EdgeChange>,
@@ -21,164 +48,130 @@ pub enum Source {
     Generated(GraphSpec),
 }
 
-/// The times `first <= t < end` fed before the workers run to completion for them.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Step {
-    pub first: u64,
-    pub end: u64,
-}
-
-/// Every step of a run.
-#[derive(Clone, Debug)]
-pub struct Plan {
-    batch: u64,
-    times: Times,
-}
-
-#[derive(Clone, Debug)]
-enum Times {
-    /// Every time in `0..=last` occurs (the generator).
-    Dense { last: u64 },
-    /// The distinct times of a file, ascending.
-    Sparse(Vec<u64>),
-}
-
 impl Source {
-    /// Cuts this source's times into steps of `batch` distinct times (`batch >= 1`).
-    pub fn plan(&self, batch: u64) -> Plan {
-        assert!(batch >= 1, "callers check --batch is positive");
-        let times = match self {
-            Source::Generated(spec) => Times::Dense { last: spec.updates },
-            Source::Changes { changes, .. } => {
-                let mut times: Vec<u64> = changes.iter().map(|change| change.time).collect();
-                times.dedup();
-                Times::Sparse(times)
-            }
-        };
-        Plan { batch, times }
+    /// The input, for `--summary`.
+    pub fn describe(&self) -> String {
+        match self {
+            Source::Changes { name, changes } => format!("{name} ({} changes)", changes.len()),
+            Source::Generated(spec) => format!(
+                "generated: {} nodes, {} edges, {} updates, seed {}",
+                spec.nodes, spec.edges, spec.updates, spec.seed
+            ),
+        }
     }
 
-    /// How many changes the source holds after its first time.
-    pub fn update_changes(&self) -> u64 {
+    /// The number of distinct times.
+    fn distinct(&self) -> u64 {
         match self {
-            Source::Generated(spec) => 2 * spec.updates,
+            Source::Generated(spec) => spec.updates + 1,
             Source::Changes { changes, .. } => {
-                let first = changes.first().map(|change| change.time);
-                changes.iter().filter(|c| Some(c.time) != first).count() as u64
+                changes.chunk_by(|a, b| a.time == b.time).count() as u64
             }
         }
     }
 
-    /// A feeder positioned before the first time.
-    pub fn feeder(&self) -> Feeder<'_> {
-        match self {
-            Source::Changes { changes, .. } => Feeder::Changes { changes, next: 0 },
-            Source::Generated(spec) => Feeder::Generated {
+    /// How many steps a run taking the first time alone, then `batch` times per step, makes.
+    pub fn steps(&self, batch: u64) -> u64 {
+        let distinct = self.distinct();
+        u64::from(distinct > 0) + distinct.saturating_sub(1).div_ceil(batch.max(1))
+    }
+
+    /// This source as a feed.
+    pub fn into_feed(self) -> Planned {
+        let position = match &self {
+            Source::Changes { .. } => Position::Changes { next: 0 },
+            Source::Generated(spec) => Position::Generated {
                 generator: Generator::new(spec),
-                spec: *spec,
                 next_time: 0,
             },
+        };
+        Planned {
+            source: self,
+            position,
         }
     }
 }
 
-impl Plan {
-    fn distinct(&self) -> u64 {
-        match &self.times {
-            Times::Dense { last } => last + 1,
-            Times::Sparse(times) => times.len() as u64,
-        }
-    }
-
-    /// The `index`-th distinct time; `distinct()` stands for one past the last time.
-    fn time(&self, index: u64) -> u64 {
-        match &self.times {
-            Times::Dense { last } => index.min(last + 1),
-            Times::Sparse(times) => match times.get(index as usize) {
-                Some(time) => *time,
-                // Times stay below u64::MAX (the parser checks), so this cannot overflow.
-                None => times.last().map_or(0, |last| last + 1),
-            },
-        }
-    }
-
-    /// The first time on its own, if there is any input.
-    pub fn load(&self) -> Option<Step> {
-        (self.distinct() > 0).then(|| Step {
-            first: self.time(0),
-            end: self.time(1),
-        })
-    }
-
-    /// How many steps follow the load.
-    pub fn steps(&self) -> u64 {
-        self.distinct().saturating_sub(1).div_ceil(self.batch)
-    }
-
-    /// Distinct input times after the load.
-    pub fn update_times(&self) -> u64 {
-        self.distinct().saturating_sub(1)
-    }
-
-    /// The `index`-th step after the load.
-    pub fn step(&self, index: u64) -> Step {
-        debug_assert!(index < self.steps());
-        let start = 1 + index * self.batch;
-        Step {
-            first: self.time(start),
-            end: self.time(start + self.batch),
-        }
-    }
+/// A [`Source`] handing out its times in order.
+pub struct Planned {
+    source: Source,
+    position: Position,
 }
 
-/// Hands out a source's changes in time order.
-pub enum Feeder<'a> {
-    Changes {
-        changes: &'a [EdgeChange],
-        next: usize,
-    },
+enum Position {
+    /// The next change to feed.
+    Changes { next: usize },
     Generated {
         generator: Generator,
-        spec: GraphSpec,
         next_time: u64,
     },
 }
 
-impl Feeder<'_> {
-    /// Passes every change with time before `end` not yet fed to `push`; returns how many.
-    pub fn feed(&mut self, end: u64, mut push: impl FnMut(Edge, u64, i64)) -> u64 {
-        match self {
-            Feeder::Changes { changes, next } => {
-                let start = *next;
-                while *next < changes.len() && changes[*next].time < end {
-                    let change = changes[*next];
+impl Feed for Planned {
+    fn feed(
+        &mut self,
+        max_times: u64,
+        _deadline: Option<Instant>,
+        push: &mut dyn FnMut(Edge, u64, i64),
+    ) -> Result<Fed, InputError> {
+        let max_times = max_times.max(1);
+        match (&self.source, &mut self.position) {
+            (Source::Changes { changes, .. }, Position::Changes { next }) => {
+                let (start, mut times, mut last) = (*next, 0, None);
+                while let Some(change) = changes.get(*next) {
+                    if last != Some(change.time) {
+                        if times == max_times {
+                            break;
+                        }
+                        times += 1;
+                        last = Some(change.time);
+                    }
                     push(change.edge, change.time, change.diff);
                     *next += 1;
                 }
-                (*next - start) as u64
+                let Some(last) = last else {
+                    return Ok(Fed::End);
+                };
+                Ok(Fed::Step {
+                    // Times stay below u64::MAX (the parser checks).
+                    end: last + 1,
+                    times,
+                    changes: (*next - start) as u64,
+                })
             }
-            Feeder::Generated {
-                generator,
-                spec,
-                next_time,
-            } => {
-                let mut fed = 0;
-                while *next_time < end && *next_time <= spec.updates {
-                    let time = *next_time;
+            (
+                Source::Generated(spec),
+                Position::Generated {
+                    generator,
+                    next_time,
+                },
+            ) => {
+                if *next_time > spec.updates {
+                    return Ok(Fed::End);
+                }
+                let start = *next_time;
+                let end = start.saturating_add(max_times).min(spec.updates + 1);
+                let mut changes = 0;
+                for time in start..end {
                     if time == 0 {
                         for _ in 0..spec.edges {
                             push(generator.insertion(), 0, 1);
                         }
-                        fed += spec.edges;
+                        changes += spec.edges;
                     } else {
                         push(generator.insertion(), time, 1);
                         push(generator.removal(), time, -1);
-                        fed += 2;
+                        changes += 2;
                     }
-                    *next_time += 1;
                 }
-                fed
+                *next_time = end;
+                Ok(Fed::Step {
+                    end,
+                    times: end - start,
+                    changes,
+                })
             }
+            _ => unreachable!("a position matches its source"),
         }
     }
 }
@@ -201,26 +194,41 @@ mod tests {
         }
     }
 
+    /// Every step of `source` taking the first time alone, then `batch` times.
+    fn steps(source: Source, batch: u64) -> Vec<Fed> {
+        let mut feed = source.into_feed();
+        let mut steps = Vec::new();
+        loop {
+            let max = if steps.is_empty() { 1 } else { batch };
+            match feed.feed(max, None, &mut |_, _, _| {}).unwrap() {
+                Fed::End => return steps,
+                fed => steps.push(fed),
+            }
+        }
+    }
+
+    fn step(end: u64, times: u64, changes: u64) -> Fed {
+        Fed::Step {
+            end,
+            times,
+            changes,
+        }
+    }
+
     #[test]
     fn sparse_times_cut_into_steps() {
         let source = changes(&[3, 3, 7, 9, 9, 20, 21]);
-        let plan = source.plan(2);
-        assert_eq!(plan.load(), Some(Step { first: 3, end: 7 }));
-        assert_eq!(plan.steps(), 2);
-        assert_eq!(plan.step(0), Step { first: 7, end: 20 });
-        assert_eq!(plan.step(1), Step { first: 20, end: 22 });
-        assert_eq!(source.update_changes(), 5);
-        let mut feeder = source.feeder();
-        assert_eq!(feeder.feed(7, |_, _, _| {}), 2);
-        assert_eq!(feeder.feed(20, |_, _, _| {}), 3);
-        assert_eq!(feeder.feed(22, |_, _, _| {}), 2);
+        assert_eq!(source.steps(2), 3);
+        assert_eq!(
+            steps(source, 2),
+            vec![step(4, 1, 2), step(10, 2, 3), step(22, 2, 2)]
+        );
     }
 
     #[test]
     fn empty_input_has_no_steps() {
-        let plan = changes(&[]).plan(5);
-        assert_eq!(plan.load(), None);
-        assert_eq!(plan.steps(), 0);
+        assert_eq!(changes(&[]).steps(5), 0);
+        assert_eq!(steps(changes(&[]), 5), vec![]);
     }
 
     #[test]
@@ -232,18 +240,10 @@ mod tests {
             seed: 1,
         };
         let source = Source::Generated(spec);
-        let plan = source.plan(4);
-        assert_eq!(plan.load(), Some(Step { first: 0, end: 1 }));
-        let steps: Vec<Step> = (0..plan.steps()).map(|i| plan.step(i)).collect();
+        assert_eq!(source.steps(4), 4);
         assert_eq!(
-            steps,
-            [(1, 5), (5, 9), (9, 11)].map(|(first, end)| Step { first, end })
+            steps(source, 4),
+            vec![step(1, 1, 3), step(5, 4, 8), step(9, 4, 8), step(11, 2, 4)]
         );
-        let mut feeder = source.feeder();
-        let mut fed = vec![];
-        feeder.feed(1, |_, time, diff| fed.push((time, diff)));
-        assert_eq!(fed, vec![(0, 1); 3]);
-        let total: u64 = steps.iter().map(|s| feeder.feed(s.end, |_, _, _| {})).sum();
-        assert_eq!(total, source.update_changes());
     }
 }

@@ -2,10 +2,9 @@
 
 use crate::options::RunOptions;
 use crate::output::Checksum;
-use crate::source::{Plan, Source};
 use ripple_storage::StorageStats;
 use std::fmt;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// The measurements of one run.
 #[derive(Clone, Debug)]
@@ -37,14 +36,8 @@ pub struct RunReport {
 }
 
 impl RunReport {
-    pub fn new(options: &RunOptions, source: &Source, plan: &Plan, peers: usize) -> Self {
-        let input = match source {
-            Source::Changes { name, changes } => format!("{name} ({} changes)", changes.len()),
-            Source::Generated(spec) => format!(
-                "generated: {} nodes, {} edges, {} updates, seed {}",
-                spec.nodes, spec.edges, spec.updates, spec.seed
-            ),
-        };
+    /// A report of no steps yet, of a run of `options` over the input `input`.
+    pub fn new(options: &RunOptions, input: String, peers: usize) -> Self {
         Self {
             computation: options.computation.name(),
             input,
@@ -53,8 +46,8 @@ impl RunReport {
             batch: options.batch,
             load: Duration::ZERO,
             load_changes: 0,
-            update_times: plan.update_times(),
-            update_changes: source.update_changes(),
+            update_times: 0,
+            update_changes: 0,
             updates: Duration::ZERO,
             latencies: Vec::new(),
             total: Duration::ZERO,
@@ -96,10 +89,78 @@ pub fn quantile(samples: &[Duration], q: f64) -> Duration {
 
 /// Peak resident memory (`VmHWM` of `/proc/self/status`), on Linux.
 pub fn peak_resident_bytes() -> Option<u64> {
+    status_bytes("VmHWM:")
+}
+
+/// Resident memory now (`VmRSS`), on Linux.
+pub fn resident_bytes() -> Option<u64> {
+    status_bytes("VmRSS:")
+}
+
+/// The field `name` (in KiB) of `/proc/self/status`, in bytes.
+fn status_bytes(name: &str) -> Option<u64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|line| line.starts_with("VmHWM:"))?;
+    let line = status.lines().find(|line| line.starts_with(name))?;
     let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
     Some(kib * 1024)
+}
+
+/// Running statistics printed every interval (`--stats-every`): one line on stderr with the
+/// input times and changes per second, the steps' latency (p50, p99) over the interval, the
+/// resident memory and the rows written so far.
+pub struct Ticker {
+    every: Duration,
+    began: Instant,
+    latencies: Vec<Duration>,
+    times: u64,
+    changes: u64,
+}
+
+impl Ticker {
+    pub fn new(every: Duration) -> Self {
+        Self {
+            every,
+            began: Instant::now(),
+            latencies: Vec::new(),
+            times: 0,
+            changes: 0,
+        }
+    }
+
+    /// When the next line is due.
+    pub fn due(&self) -> Instant {
+        self.began + self.every
+    }
+
+    /// Counts a step of `times` input times and `changes` changes that took `elapsed`.
+    pub fn record(&mut self, elapsed: Duration, times: u64, changes: u64) {
+        self.latencies.push(elapsed);
+        self.times += times;
+        self.changes += changes;
+    }
+
+    /// Prints the line if it is due, `rows` rows having been written, and starts the next
+    /// interval.
+    pub fn tick(&mut self, rows: u64) {
+        let elapsed = self.began.elapsed();
+        if elapsed < self.every {
+            return;
+        }
+        eprintln!("{}", self.line(elapsed, rows, resident_bytes()));
+        *self = Self::new(self.every);
+    }
+
+    fn line(&self, elapsed: Duration, rows: u64, resident: Option<u64>) -> String {
+        format!(
+            "ripple: stats: {:.0} updates/s ({:.0} changes/s), {} steps, latency p50 {} p99 {}, {} resident, {rows} rows written",
+            per_second(self.times, elapsed),
+            per_second(self.changes, elapsed),
+            self.latencies.len(),
+            human_duration(quantile(&self.latencies, 0.5)),
+            human_duration(quantile(&self.latencies, 0.99)),
+            resident.map_or_else(|| "unknown".to_string(), human_bytes),
+        )
+    }
 }
 
 /// `1.234 s`, `5.6 ms` or `78 µs`.
@@ -194,6 +255,18 @@ impl fmt::Display for RunReport {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn stats_lines_say_rates_latencies_memory_and_rows() {
+        let mut ticker = Ticker::new(Duration::from_secs(2));
+        ticker.record(Duration::from_millis(4), 10, 20);
+        ticker.record(Duration::from_millis(8), 30, 60);
+        let line = ticker.line(Duration::from_secs(2), 7, Some(3 << 20));
+        assert_eq!(
+            line,
+            "ripple: stats: 20 updates/s (40 changes/s), 2 steps, latency p50 4.00 ms p99 8.00 ms, 3.0 MiB resident, 7 rows written"
+        );
+    }
 
     #[test]
     fn nearest_rank_quantiles() {

@@ -10,7 +10,7 @@ use ripple_cli::changes::{read_changes, Edge, EdgeChange, Node};
 use ripple_cli::computation::{Computation, Value};
 use ripple_cli::options::{Cluster, ProgressMode, RunOptions};
 use ripple_cli::output::Row;
-use ripple_cli::run::run;
+use ripple_cli::run::{run, Input as RunInput};
 use ripple_cli::source::Source;
 use ripple_dataflow::RippleConfig;
 use ripple_oracle::graph::{self, Top};
@@ -186,9 +186,11 @@ fn run_ripple_on(
         batch,
         cluster,
         progress: false,
+        stats_every: None,
         config: RippleConfig::default(),
     };
-    let report = run(Arc::clone(source), &options, Some(Box::new(buffer.clone())))
+    let input = RunInput::whole(Source::clone(source), batch);
+    let report = run(Some(input), &options, Some(Box::new(buffer.clone())))
         .expect("the run succeeds")
         .expect("this process hosts worker 0");
     let text = String::from_utf8(buffer.0.lock().unwrap().clone()).unwrap();

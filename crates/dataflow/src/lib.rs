@@ -3,7 +3,8 @@
 //!
 //! A [`Collection`] is a timely stream of [`UpdateContainer`]s: columns of `(data, time, diff)`
 //! whose capability bounds their times from below, so one container carries changes at many
-//! times. [`InputSession`] feeds changes in. Record-at-a-time operators ([`collection`]) rewrite
+//! times. [`InputSession`] feeds changes in; [`completed`] hands a collection's changes out
+//! one complete time at a time, for live feeds. Record-at-a-time operators ([`collection`]) rewrite
 //! containers as they pass. [`arrange`] routes updates to workers by key ([`exchange`]), sorts
 //! them in a merge batcher and seals a batch per completed interval of times into a shared
 //! trace; [`join`] and [`reduce`] read arrangements; [`iterate`] closes loops in nested scopes.
@@ -13,6 +14,7 @@ pub mod arrange;
 mod capabilities;
 pub mod capture;
 pub mod collection;
+pub mod completed;
 pub mod config;
 pub mod container;
 pub mod exchange;
@@ -25,6 +27,7 @@ pub mod reduce;
 pub use arrange::{Arranged, TraceAgent};
 pub use capture::Captured;
 pub use collection::Collection;
+pub use completed::CompletedTimes;
 pub use config::RippleConfig;
 pub use container::UpdateContainer;
 pub use exchange::ExchangeData;

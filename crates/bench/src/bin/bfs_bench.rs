@@ -21,7 +21,7 @@ use ripple_bench::svg::{cdf_plot, Curve, PALETTE};
 use ripple_cli::computation::Computation;
 use ripple_cli::generator::GraphSpec;
 use ripple_cli::options::{Cluster, RunOptions};
-use ripple_cli::run::run;
+use ripple_cli::run::{run, Input};
 use ripple_cli::source::Source;
 use ripple_cli::stats::{human_duration, quantile, RunReport};
 use ripple_dataflow::RippleConfig;
@@ -374,13 +374,18 @@ impl Cell<'_> {
             batch,
             cluster: Cluster::local(workers),
             progress: false,
+            stats_every: None,
             config: RippleConfig::default(),
         };
         let ripple_run = |options: &RunOptions| {
             measured(|| {
-                run(Arc::clone(source), options, None)
-                    .expect("ripple runs")
-                    .expect("one process hosts worker 0")
+                run(
+                    Some(Input::whole(Source::clone(source), options.batch)),
+                    options,
+                    None,
+                )
+                .expect("ripple runs")
+                .expect("one process hosts worker 0")
             })
         };
         let dd_run = |options: &RunOptions| measured(|| run_dd(Arc::clone(source), options));

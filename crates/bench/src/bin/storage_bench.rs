@@ -22,7 +22,7 @@ use ripple_bench::report::{bytes, markdown_table};
 use ripple_cli::computation::Computation;
 use ripple_cli::generator::GraphSpec;
 use ripple_cli::options::{Cluster, RunOptions};
-use ripple_cli::run::run;
+use ripple_cli::run::{run, Input};
 use ripple_cli::source::Source;
 use ripple_cli::stats::{human_duration, RunReport};
 use ripple_dataflow::RippleConfig;
@@ -102,6 +102,7 @@ fn run_engine(engine: &str, source: &Arc<Source>, args: &Args, batch: u64) -> Ru
         batch,
         cluster: Cluster::local(args.workers),
         progress: false,
+        stats_every: None,
         config: RippleConfig {
             storage: storage.clone(),
             ..RippleConfig::default()
@@ -112,9 +113,13 @@ fn run_engine(engine: &str, source: &Arc<Source>, args: &Args, batch: u64) -> Ru
     let report = if engine == "dd" {
         run_dd(Arc::clone(source), &options)
     } else {
-        run(Arc::clone(source), &options, None)
-            .expect("ripple runs")
-            .expect("one process hosts worker 0")
+        run(
+            Some(Input::whole(Source::clone(source), options.batch)),
+            &options,
+            None,
+        )
+        .expect("ripple runs")
+        .expect("one process hosts worker 0")
     };
     let heap = alloc::peak_bytes().saturating_sub(before);
     Run {
