@@ -50,6 +50,14 @@ pub enum InputError {
         /// What the time is below: the time of an earlier line, or a progress line's.
         after: String,
     },
+    #[error("{file}:{line}: at time {time}, {what} would leave the range of a 64-bit diff")]
+    Overflow {
+        file: String,
+        line: usize,
+        time: u64,
+        /// The multiplicity or the node's edge count that would overflow.
+        what: String,
+    },
     #[error("{file}:{line}: expected {expected}, found {found}")]
     Malformed {
         file: String,
@@ -77,18 +85,28 @@ pub enum Record {
     Progress(u64),
 }
 
-/// Parses the line `bytes` (the `line`-th of `file`, its newline included or not).
+/// The header line a change file may start with, skipped.
+const HEADER: &str = "src,dst,time,diff";
+
+/// Parses the line `bytes` (the `line`-th of `file`, its newline included or not). A byte-order
+/// mark opening the first line is skipped, and so is a line that is exactly the header
+/// `src,dst,time,diff`.
 pub fn parse_record(bytes: &[u8], file: &str, line: usize) -> Result<Record, InputError> {
     let malformed = |expected, found: &str| InputError::Malformed {
         file: file.to_string(),
         line,
         expected,
-        found: found.to_string(),
+        found: escaped(found),
     };
     let text = std::str::from_utf8(bytes)
-        .map_err(|_| malformed("UTF-8 text", "bytes that are not UTF-8"))?
-        .trim();
-    if text.is_empty() || text.starts_with('#') {
+        .map_err(|_| malformed("UTF-8 text", "bytes that are not UTF-8"))?;
+    let text = if line == 1 {
+        text.trim_start_matches('\u{feff}')
+    } else {
+        text
+    };
+    let text = text.trim();
+    if text.is_empty() || text.starts_with('#') || text.eq_ignore_ascii_case(HEADER) {
         return Ok(Record::Skip);
     }
     if let Some(time) = text.strip_prefix('@') {
@@ -98,30 +116,67 @@ pub fn parse_record(bytes: &[u8], file: &str, line: usize) -> Result<Record, Inp
             None => Err(malformed(PROGRESS, &format!("`{text}`"))),
         };
     }
-    parse_line(text)
-        .map(Record::Change)
-        .map_err(|(expected, found)| malformed(expected, &found))
+    parse_line(text).map(Record::Change).map_err(|(expected, found)| {
+        // A word where the first number should be: most likely a header of other names.
+        let worded = text.split(',').next().is_some_and(|field| {
+            field.trim().starts_with(|c: char| c.is_alphabetic())
+        });
+        if worded {
+            let hint = format!("{found} (a header line? ripple skips `{HEADER}`; begin other headers with `#`)");
+            malformed(expected, &hint)
+        } else {
+            malformed(expected, &found)
+        }
+    })
 }
 
-/// Every edge's multiplicity after the times checked so far. After each time every edge's
-/// multiplicity must be non-negative: removing an edge that is not there is an error, not
-/// something to compute with. Within a time the order of the changes does not matter.
+/// `text` with control characters and byte-order marks written as escapes, so that a message
+/// shows what the input holds.
+fn escaped(text: &str) -> String {
+    let mut shown = String::with_capacity(text.len());
+    for c in text.chars() {
+        if c.is_control() || c == '\u{feff}' {
+            shown.extend(c.escape_default());
+        } else {
+            shown.push(c);
+        }
+    }
+    shown
+}
+
+/// Every edge's multiplicity after the times checked so far, and every node's edge counts.
+/// After each time every edge's multiplicity must be non-negative: removing an edge that is
+/// not there is an error, not something to compute with. Within a time the order of the
+/// changes does not matter.
+///
+/// No running sum may leave the 64-bit range of a diff, change by change in the input's
+/// order: an edge's multiplicity, a node's out-edges (the degree `degrees` counts) and its
+/// out- and in-edges together (what `cc`'s undirected edges and `bfs`'s and `reach`'s joins
+/// sum at a node). The engine adds diffs without checks in release builds, so a sum that
+/// wrapped would be a wrong answer, not an error.
 #[derive(Debug, Default)]
 pub struct Multiplicities {
     counts: HashMap<Edge, i64>,
+    /// Per node: the multiplicities of its out-edges and of its in-edges, summed.
+    degrees: HashMap<Node, (i64, i64)>,
 }
 
 impl Multiplicities {
     /// Applies the changes of one time, each with its line, and fails, naming the line of the
-    /// last change to the edge, if an edge's multiplicity is then negative.
+    /// last change to the edge, if an edge's multiplicity is then negative; or naming the line
+    /// of a change whose running sums would overflow.
     pub fn apply_time(
         &mut self,
         group: &[(EdgeChange, usize)],
         file: &str,
     ) -> Result<(), InputError> {
-        for (change, _) in group {
-            let count = self.counts.entry(change.edge).or_insert(0);
-            *count = count.saturating_add(change.diff);
+        for (change, line) in group {
+            self.apply(change).map_err(|what| InputError::Overflow {
+                file: file.to_string(),
+                line: *line,
+                time: change.time,
+                what,
+            })?;
         }
         for (change, line) in group.iter().rev() {
             let multiplicity = self.counts[&change.edge];
@@ -140,6 +195,45 @@ impl Multiplicities {
             if self.counts.get(&change.edge) == Some(&0) {
                 self.counts.remove(&change.edge);
             }
+            for node in [change.edge.0, change.edge.1] {
+                if self.degrees.get(&node) == Some(&(0, 0)) {
+                    self.degrees.remove(&node);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Adds one change to the running sums, or says which would overflow (changing nothing).
+    fn apply(&mut self, change: &EdgeChange) -> Result<(), String> {
+        let ((src, dst), diff) = (change.edge, change.diff);
+        let count = self.counts.get(&change.edge).copied().unwrap_or(0);
+        let count = count
+            .checked_add(diff)
+            .ok_or_else(|| format!("the multiplicity of edge {src}->{dst}"))?;
+        let (src_out, src_in) = self.degrees.get(&src).copied().unwrap_or((0, 0));
+        let src_out = src_out
+            .checked_add(diff)
+            .ok_or_else(|| format!("the out-edges of node {src}"))?;
+        // A loop is an out- and an in-edge of the same node.
+        let (dst_out, dst_in) = if src == dst {
+            (src_out, src_in)
+        } else {
+            self.degrees.get(&dst).copied().unwrap_or((0, 0))
+        };
+        let dst_in = dst_in
+            .checked_add(diff)
+            .ok_or_else(|| format!("the in-edges of node {dst}"))?;
+        let src_in = if src == dst { dst_in } else { src_in };
+        for (node, out, into) in [(src, src_out, src_in), (dst, dst_out, dst_in)] {
+            if out.checked_add(into).is_none() {
+                return Err(format!("the edges of node {node}"));
+            }
+        }
+        self.counts.insert(change.edge, count);
+        self.degrees.insert(src, (src_out, src_in));
+        if src != dst {
+            self.degrees.insert(dst, (dst_out, dst_in));
         }
         Ok(())
     }
@@ -276,6 +370,51 @@ mod tests {
         );
         let changes = read("1,2,5,1\n@9\n3,4,0,1\n").unwrap();
         assert_eq!(changes.len(), 2);
+    }
+
+    #[test]
+    fn boms_headers_and_control_bytes() {
+        let changes = read("\u{feff}src,dst,time,diff\n1,2,0,1\n").unwrap();
+        assert_eq!(changes.len(), 1);
+        let error = read("source,target,t,d\n1,2,0,1\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains("found src `source` (a header line?"),
+            "{error}"
+        );
+        let error = read("1,2,0,1\n\u{feff}1,2,0,1\n").unwrap_err().to_string();
+        assert!(error.contains("src `\\u{feff}1`"), "{error}");
+        let error = read("1\u{1b}[2J,2,0,1\n").unwrap_err().to_string();
+        assert!(error.contains("src `1\\u{1b}[2J`"), "{error}");
+    }
+
+    #[test]
+    fn running_sums_may_not_overflow() {
+        let max = i64::MAX;
+        // An edge's multiplicity.
+        let error = read(&format!("0,1,0,{max}\n0,1,0,1\n"))
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            error,
+            "in.csv:2: at time 0, the multiplicity of edge 0->1 would leave the range of a 64-bit diff"
+        );
+        // A node's out-edges (two edges of the largest multiplicity).
+        let error = read(&format!("0,1,0,{max}\n0,2,1,{max}\n"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains("in.csv:2: at time 1, the out-edges of node 0"),
+            "{error}"
+        );
+        // A node's out- and in-edges together.
+        let error = read(&format!("0,1,0,{max}\n2,0,0,1\n"))
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("the edges of node 0"), "{error}");
+        // Large but in range: fine, and removals bring the sums back.
+        assert!(read(&format!("0,1,0,{}\n0,1,1,-5\n0,2,1,5\n", max - 1)).is_ok());
     }
 
     #[test]

@@ -1,22 +1,24 @@
-//! Command-line arguments and the `ripple` command's main flow: read a whole input (or start
-//! reading a stream), then run, then report. Exit codes: 0 success, 2 bad arguments or input
-//! (also in the middle of a stream), 1 failure while running.
+//! Command-line arguments and the `ripple` command's main flow: create the output, read a
+//! whole input (or start reading a stream), then run, then report. Exit codes: 0 success, 2 bad
+//! arguments or input (also in the middle of a stream), 1 failure while running, 130 and 143
+//! stopped by SIGINT and SIGTERM, 141 stdout closed by its reader.
 
 use crate::changes::{read_changes, InputError, Node};
 use crate::computation::Computation;
+use crate::destination::{on_signals, Leftovers, OutputFile};
 use crate::follow::Follow;
 use crate::generator::GraphSpec;
 use crate::options::{Cluster, ProgressMode, RunOptions};
 use crate::run::{run, Input, RunError};
 use crate::source::Source;
 use crate::stream::Stream;
-use clap::{ArgAction, Args, Parser, Subcommand};
+use clap::{Args, Parser, Subcommand};
 use ripple_dataflow::RippleConfig;
 use ripple_storage::{SpillDir, Storage, StorageFault, StorageSettings};
-use std::io::{BufReader, BufWriter, Write};
-use std::path::PathBuf;
+use std::io::{BufReader, BufWriter, IsTerminal, Write};
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 const FORMATS: &str = "\
 INPUT: one edge change per line, `src,dst,time,diff` (u32, u32, u64, i64), e.g. `3,7,12,1` adds \
@@ -49,11 +51,11 @@ workers).
 CLUSTER: two processes with two workers each on this machine:
   ripple bfs -w 2 -n 2 -p 0 &
   ripple bfs -w 2 -n 2 -p 1
-Process 0 writes the output. Without -h the processes listen on localhost:2101, :2102, ...";
+Process 0 reads the input and writes the output. Without -H the processes listen on localhost:2101, :2102, ...";
 
 /// Incremental graph computations over streams of edge changes.
 #[derive(Debug, Parser)]
-#[command(name = "ripple", version, after_long_help = FORMATS)]
+#[command(name = "ripple", version, propagate_version = true, after_long_help = FORMATS)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
@@ -62,18 +64,18 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Number of nodes at each distance from the roots. Value: `depth` (a root has depth 0).
-    #[command(after_long_help = FORMATS, disable_help_flag = true)]
+    #[command(after_long_help = FORMATS)]
     Bfs(RunArgs),
     /// The nodes reachable from the roots, roots included. Value: `node`.
-    #[command(after_long_help = FORMATS, disable_help_flag = true)]
+    #[command(after_long_help = FORMATS)]
     Reach(RunArgs),
     /// Out-degree distribution. Value: `degree`; the diff is the change in the number of nodes
     /// with that out-degree (nodes without out-edges do not appear).
-    #[command(after_long_help = FORMATS, disable_help_flag = true)]
+    #[command(after_long_help = FORMATS)]
     Degrees(RunArgs),
     /// Connected components, edges taken as undirected: each node of an edge is labelled with
     /// the least node of its component. Value: `node,label`.
-    #[command(after_long_help = FORMATS, disable_help_flag = true)]
+    #[command(after_long_help = FORMATS)]
     Cc(RunArgs),
 }
 
@@ -126,8 +128,9 @@ pub struct RunArgs {
     /// updates/s, step latency p50/p99 over the interval, resident memory, rows written.
     #[arg(long, value_name = "DURATION", value_parser = parse_interval)]
     pub stats_every: Option<std::time::Duration>,
-    /// Worker threads per process.
-    #[arg(short = 'w', long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..1025))]
+    /// Worker threads per process, at most 256 (each pair of workers shares channels: 1,024
+    /// workers took seconds and gigabytes to run three lines).
+    #[arg(short = 'w', long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=256))]
     pub workers: u64,
     /// Number of processes in the cluster.
     #[arg(short = 'n', long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..1025))]
@@ -136,7 +139,7 @@ pub struct RunArgs {
     #[arg(short = 'p', long, default_value_t = 0)]
     pub process: u64,
     /// File whose first `processes` lines are the processes' `host:port` addresses.
-    #[arg(short = 'h', long, value_name = "FILE")]
+    #[arg(short = 'H', long, value_name = "FILE")]
     pub hostfile: Option<PathBuf>,
     /// When workers tell each other of their progress: as soon as it is made (eager), or once
     /// it could unblock another worker (demand, timely's default). Never changes the output.
@@ -152,9 +155,6 @@ pub struct RunArgs {
     /// when the run ends [default: the system's temporary directory].
     #[arg(long, value_name = "DIR", requires = "memory_budget")]
     pub spill_dir: Option<PathBuf>,
-    /// Print help (see more with '--help').
-    #[arg(long, action = ArgAction::Help)]
-    pub help: Option<bool>,
 }
 
 /// A `--memory-budget`: a size with an optional unit.
@@ -307,19 +307,23 @@ pub fn main_with(args: impl IntoIterator<Item = String>) -> ExitCode {
         Err(error) => return usage_error(error),
     };
     let leads = cluster.process == 0;
-    // Only the process hosting worker 0 reads the input, and writes, once a whole input has
-    // been read and checked (a bad one leaves an earlier output file as it was).
-    let input = match leads.then(|| args.input()).transpose() {
-        Ok(input) => input,
-        Err(error) => return usage_error(error),
-    };
+    let streaming = args.input.as_deref() == Some("-") || args.follow;
+    let leftovers = Arc::new(Mutex::new(Leftovers {
+        output: None,
+        spill: storage.as_ref().and_then(|storage| storage.spill_path()),
+    }));
+    // Only the process hosting worker 0 writes; its output is created before the input is
+    // read, so an unwritable path is refused at once (see `destination`).
     let writer: Option<Box<dyn Write + Send>> = match (&args.output, args.summary, leads) {
         (_, _, false) => None,
-        (Some(path), _, true) => match std::fs::File::create(path) {
-            Ok(file) => Some(Box::new(BufWriter::with_capacity(1 << 16, file))),
+        (Some(path), _, true) => match OutputFile::create(path, streaming) {
+            Ok((file, writer)) => {
+                lock(&leftovers).output = Some(file);
+                Some(Box::new(writer))
+            }
             Err(error) => {
-                eprintln!("ripple: error: --output {}: {error}", path.display());
-                return ExitCode::from(1);
+                let message = format!("--output {}: {error}", path.display());
+                return usage_error(UsageError::Arguments(message));
             }
         },
         (None, false, true) => Some(Box::new(BufWriter::with_capacity(
@@ -328,12 +332,26 @@ pub fn main_with(args: impl IntoIterator<Item = String>) -> ExitCode {
         ))),
         (None, true, true) => None,
     };
+    if let Err(error) = on_signals(Arc::clone(&leftovers)) {
+        eprintln!("ripple: warning: SIGINT and SIGTERM will not clean up: {error}");
+    }
+    // Only the process hosting worker 0 reads the input.
+    let input = match leads.then(|| args.input()).transpose() {
+        Ok(input) => input,
+        Err(error) => {
+            lock(&leftovers).clean();
+            return usage_error(error);
+        }
+    };
+    // Rows on the terminal the bar would draw over: no bar.
+    let rows_on_terminal =
+        args.output.is_none() && !args.summary && std::io::stdout().is_terminal();
     let options = RunOptions {
         computation,
         roots: args.roots.clone(),
         batch: args.batch,
         cluster,
-        progress: true,
+        progress: !rows_on_terminal,
         stats_every: args.stats_every,
         config: RippleConfig {
             storage: storage.clone(),
@@ -342,26 +360,58 @@ pub fn main_with(args: impl IntoIterator<Item = String>) -> ExitCode {
     };
     silence_storage_faults();
     let outcome = run(input, &options, writer);
+    // The run did not complete: clean up and say what became of the output.
+    let failed = |message: &dyn std::fmt::Display, code: u8| {
+        let output = lock(&leftovers).clean();
+        let output = output.map_or_else(String::new, |output| format!(" ({output})"));
+        eprintln!("ripple: error: {message}{output}");
+        ExitCode::from(code)
+    };
     // A storage error unwound a worker: report it rather than the unwinding.
     if let Some(fault) = storage.as_ref().and_then(|storage| storage.fault()) {
-        eprintln!("ripple: error: {fault}");
-        return ExitCode::from(1);
+        return failed(&fault, 1);
     }
-    match outcome {
-        Ok(Some(mut report)) => {
-            report.storage = storage.map(|storage| storage.stats());
-            if args.summary {
-                println!("{report}");
+    let mut report = match outcome {
+        Ok(Some(report)) => report,
+        Ok(None) => return ExitCode::SUCCESS,
+        Err(RunError::Output(error)) if is_closed_stdout(&error, &args) => {
+            lock(&leftovers).clean();
+            return ExitCode::from(CLOSED_PIPE);
+        }
+        Err(RunError::Input(error)) => return failed(&error, 2),
+        Err(error) => return failed(&error, 1),
+    };
+    let output = lock(&leftovers).output.take();
+    if let Some(Err(error)) = output.map(OutputFile::commit) {
+        let path = args.output.as_deref().unwrap_or(Path::new("")).display();
+        return failed(&format!("--output {path}: {error}"), 1);
+    }
+    report.storage = storage.map(|storage| storage.stats());
+    if args.summary {
+        let mut stdout = std::io::stdout().lock();
+        if let Err(error) = writeln!(stdout, "{report}").and_then(|()| stdout.flush()) {
+            if error.kind() == std::io::ErrorKind::BrokenPipe {
+                return ExitCode::from(CLOSED_PIPE);
             }
-            ExitCode::SUCCESS
-        }
-        Ok(None) => ExitCode::SUCCESS,
-        Err(RunError::Input(error)) => usage_error(error.into()),
-        Err(error) => {
-            eprintln!("ripple: error: {error}");
-            ExitCode::from(1)
+            return failed(&format!("writing the summary: {error}"), 1);
         }
     }
+    ExitCode::SUCCESS
+}
+
+/// The exit code when stdout is closed under the run (`| head`): what a process killed by
+/// SIGPIPE reports, quietly.
+const CLOSED_PIPE: u8 = 141;
+
+/// Whether `error` is stdout closed by its reader.
+fn is_closed_stdout(error: &std::io::Error, args: &RunArgs) -> bool {
+    error.kind() == std::io::ErrorKind::BrokenPipe && args.output.is_none()
+}
+
+fn lock(leftovers: &Mutex<Leftovers>) -> std::sync::MutexGuard<'_, Leftovers> {
+    leftovers
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 /// Reports bad arguments or input: exit code 2.

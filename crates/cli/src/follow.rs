@@ -1,12 +1,15 @@
 //! Following a file as it grows (`--follow`), as `tail -F` does: lines appended after the end
 //! are read as they come; a file truncated is read again from its start, and a file replaced
 //! under its name (rotated) is read from the new file's start, each with a note on stderr.
+//! A followed file has no end of its own; [`Follow::stopper`] gives a program one.
 
 use crate::stream::LineSource;
 use std::fs::File;
 use std::io::{BufRead, BufReader, Seek, SeekFrom};
 use std::os::unix::fs::MetadataExt;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// How long to wait at the end of the file before looking again: short enough that a line
@@ -25,6 +28,10 @@ pub struct Follow {
     missing: bool,
     /// Whether the file was read again from a start since [`LineSource::restarted`] asked.
     restarted: bool,
+    /// Set by the program: the input ends at the end of the file (see [`Follow::stopper`]),
+    /// once it has been read to there after the flag was seen.
+    stop: Arc<AtomicBool>,
+    stopping: bool,
 }
 
 impl Follow {
@@ -40,7 +47,15 @@ impl Follow {
             identity: (metadata.dev(), metadata.ino()),
             missing: false,
             restarted: false,
+            stop: Arc::default(),
+            stopping: false,
         })
+    }
+
+    /// A flag that ends the input: once it is set, the input ends where the file ends (what
+    /// was appended before the flag was set is read).
+    pub fn stopper(&self) -> Arc<AtomicBool> {
+        Arc::clone(&self.stop)
     }
 
     /// At the end of what was written: reopens a replaced file or rereads a truncated one.
@@ -61,7 +76,9 @@ impl Follow {
         self.missing = false;
         if (metadata.dev(), metadata.ino()) != self.identity {
             eprintln!("ripple: note: {shown} was replaced; reading the new file from its start");
+            let stop = Arc::clone(&self.stop);
             *self = Self::open(&self.path)?;
+            self.stop = stop;
             self.restarted = true;
             return Ok(true);
         }
@@ -86,6 +103,15 @@ impl LineSource for Follow {
                 return Ok(buf.len() - start);
             }
             // The end of what was written so far, maybe inside a line still being written.
+            if self.stopping {
+                return Ok(buf.len() - start);
+            }
+            if self.stop.load(Ordering::Acquire) {
+                // Read once more: lines appended before the flag was set may have come after
+                // the read that just ended.
+                self.stopping = true;
+                continue;
+            }
             if self.check()? {
                 buf.truncate(start);
                 continue;
@@ -142,6 +168,20 @@ mod tests {
         line.clear();
         follow.read_line(&mut line).unwrap();
         assert_eq!(line, b"e\n");
+        // Stopped: what was appended is read, then the input ends.
+        let stop = follow.stopper();
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .unwrap()
+            .write_all(b"f\n")
+            .unwrap();
+        stop.store(true, std::sync::atomic::Ordering::Release);
+        line.clear();
+        follow.read_line(&mut line).unwrap();
+        assert_eq!(line, b"f\n");
+        line.clear();
+        assert_eq!(follow.read_line(&mut line).unwrap(), 0);
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

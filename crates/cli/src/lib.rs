@@ -11,6 +11,7 @@
 pub mod changes;
 pub mod cli;
 pub mod computation;
+pub mod destination;
 pub mod follow;
 pub mod generator;
 pub mod options;

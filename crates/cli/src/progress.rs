@@ -1,5 +1,7 @@
 //! A progress bar on stderr for long runs: it appears after the first second, and only when
-//! stderr is a terminal.
+//! stderr is a terminal (the caller leaves it off when rows go to the same terminal, which
+//! the bar's redrawing would erase). It counts from the run's start, so its rate, elapsed
+//! time and estimate cover the whole run.
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::io::IsTerminal;
@@ -8,34 +10,19 @@ use std::time::{Duration, Instant};
 const DELAY: Duration = Duration::from_secs(1);
 
 pub struct Progress {
-    enabled: bool,
-    steps: u64,
     began: Instant,
+    /// Counting from the start, drawn from the first second on; `None` when disabled.
     bar: Option<ProgressBar>,
+    shown: bool,
 }
 
 impl Progress {
     /// Progress over `steps` steps; nothing is drawn unless `enabled` and stderr is a
     /// terminal.
     pub fn new(enabled: bool, steps: u64) -> Self {
-        Self {
-            enabled: enabled && std::io::stderr().is_terminal(),
-            steps,
-            began: Instant::now(),
-            bar: None,
-        }
-    }
-
-    /// Records that `done` steps are complete.
-    pub fn advance(&mut self, done: u64) {
-        if !self.enabled {
-            return;
-        }
-        if self.bar.is_none() && self.began.elapsed() >= DELAY {
-            let bar = ProgressBar::with_draw_target(
-                Some(self.steps),
-                ProgressDrawTarget::stderr_with_hz(4),
-            );
+        let enabled = enabled && std::io::stderr().is_terminal();
+        let bar = enabled.then(|| {
+            let bar = ProgressBar::with_draw_target(Some(steps), ProgressDrawTarget::hidden());
             bar.set_style(
                 ProgressStyle::with_template(
                     "{elapsed_precise} [{bar:40}] {pos}/{len} steps, {per_sec}, eta {eta}",
@@ -43,10 +30,24 @@ impl Progress {
                 .expect("the template is valid")
                 .progress_chars("=> "),
             );
-            self.bar = Some(bar);
+            bar
+        });
+        Self {
+            began: Instant::now(),
+            bar,
+            shown: false,
         }
-        if let Some(bar) = &self.bar {
-            bar.set_position(done);
+    }
+
+    /// Records that `done` steps are complete.
+    pub fn advance(&mut self, done: u64) {
+        let Some(bar) = &self.bar else {
+            return;
+        };
+        bar.set_position(done);
+        if !self.shown && self.began.elapsed() >= DELAY {
+            bar.set_draw_target(ProgressDrawTarget::stderr_with_hz(4));
+            self.shown = true;
         }
     }
 

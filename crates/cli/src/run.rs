@@ -91,7 +91,12 @@ pub fn run(
         } else {
             None
         };
-        drive(worker, &shared, leads)
+        // A panic is reported with its message (timely's join would show only `Any`); a
+        // storage fault's payload says nothing: the fault itself is recorded in `Storage`.
+        let driven = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            drive(worker, &shared, leads)
+        }));
+        driven.unwrap_or_else(|payload| Err(RunError::Worker(panic_message(&*payload))))
     })
     .map_err(RunError::Start)?;
     let mut report = None;
@@ -107,6 +112,17 @@ pub fn run(
         }
     }
     Ok(report)
+}
+
+/// The message a panic was raised with.
+fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    if let Some(message) = payload.downcast_ref::<&str>() {
+        (*message).to_string()
+    } else if let Some(message) = payload.downcast_ref::<String>() {
+        message.clone()
+    } else {
+        "a panic without a message".to_string()
+    }
 }
 
 /// The dataflow of one worker, fed by worker 0 (which gets `leads`, the input and the

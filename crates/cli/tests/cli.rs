@@ -261,7 +261,7 @@ fn two_processes_match_one() {
     let spawn = |process: &str| {
         ripple()
             .args(args)
-            .args(["-w", "2", "-n", "2", "-p", process, "-h"])
+            .args(["-w", "2", "-n", "2", "-p", process, "-H"])
             .arg(&hosts)
             .arg("--output")
             .arg(&clustered)

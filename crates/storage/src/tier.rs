@@ -80,7 +80,7 @@ pub struct StorageFault;
 pub struct Storage {
     store: Box<dyn FileStore>,
     /// Kept so that the directory is removed when the tier drops.
-    _spill: Option<SpillDir>,
+    spill: Option<SpillDir>,
     cache: BlockCache,
     settings: StorageSettings,
     batch_bytes: AtomicUsize,
@@ -123,7 +123,7 @@ impl Storage {
         };
         Self {
             store,
-            _spill: spill,
+            spill,
             cache: BlockCache::new(settings.cache_bytes),
             settings,
             batch_bytes: AtomicUsize::new(0),
@@ -136,6 +136,11 @@ impl Storage {
             probes_passed: AtomicU64::new(0),
             fault: Mutex::new(None),
         }
+    }
+
+    /// The run's spill directory, if the tier has one (it is removed when the tier drops).
+    pub fn spill_path(&self) -> Option<std::path::PathBuf> {
+        self.spill.as_ref().map(SpillDir::path)
     }
 
     /// Where the files live.

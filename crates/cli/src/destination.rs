@@ -1,0 +1,110 @@
+//! Where the rows go, and what is left there when a run does not complete.
+//!
+//! `--output FILE` of a run over an input read whole is written to a temporary file beside
+//! FILE (`.FILE.ripple-<pid>.partial`), renamed over FILE only when the run succeeds: on any
+//! failure, and on SIGINT or SIGTERM, FILE is left as it was and the temporary file is
+//! removed. A stream's rows must appear as they are computed, so a streaming run writes FILE
+//! in place: it then holds the rows of the times completed. The temporary file (or FILE) is
+//! created before the input is read, so an unwritable path is refused at once.
+//!
+//! On SIGINT or SIGTERM ([`on_signals`]) the run stops at once: the partial output and the
+//! spill directory are removed, stderr says the run did not complete, and the exit code is
+//! 130 or 143 (128 plus the signal's number).
+
+use std::fs::File;
+use std::io::BufWriter;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+/// An `--output` file being written.
+#[derive(Debug)]
+pub struct OutputFile {
+    path: PathBuf,
+    /// The temporary file renamed over `path` on success; `None` when written in place.
+    temporary: Option<PathBuf>,
+}
+
+impl OutputFile {
+    /// Creates the file the rows of `path` go to: a temporary one beside it, or `path` itself
+    /// if `in_place`.
+    pub fn create(path: &Path, in_place: bool) -> std::io::Result<(Self, BufWriter<File>)> {
+        let temporary = (!in_place).then(|| {
+            let name = path.file_name().unwrap_or_default().to_string_lossy();
+            let hidden = format!(".{name}.ripple-{}.partial", std::process::id());
+            path.with_file_name(hidden)
+        });
+        let file = File::create(temporary.as_deref().unwrap_or(path))?;
+        let output = Self {
+            path: path.to_path_buf(),
+            temporary,
+        };
+        Ok((output, BufWriter::with_capacity(1 << 16, file)))
+    }
+
+    /// The run succeeded (its writer flushed): the rows take FILE's place.
+    pub fn commit(self) -> std::io::Result<()> {
+        match &self.temporary {
+            Some(temporary) => std::fs::rename(temporary, &self.path),
+            None => Ok(()),
+        }
+    }
+
+    /// The run failed: what the user finds at FILE, for the error message (removing a
+    /// temporary file).
+    pub fn abandon(&self) -> String {
+        match &self.temporary {
+            Some(temporary) => {
+                let _ = std::fs::remove_file(temporary);
+                format!("{} was left as it was", self.path.display())
+            }
+            None => format!(
+                "{} holds the rows of the times completed",
+                self.path.display()
+            ),
+        }
+    }
+}
+
+/// What to clean up if a signal stops the run.
+#[derive(Debug, Default)]
+pub struct Leftovers {
+    pub output: Option<OutputFile>,
+    pub spill: Option<PathBuf>,
+}
+
+impl Leftovers {
+    /// Removes what a run that did not complete leaves behind; returns what became of
+    /// `--output`, if given.
+    pub fn clean(&self) -> Option<String> {
+        if let Some(spill) = &self.spill {
+            let _ = std::fs::remove_dir_all(spill);
+        }
+        self.output.as_ref().map(OutputFile::abandon)
+    }
+}
+
+/// Stops the process on SIGINT or SIGTERM: cleans up `leftovers`, says so on stderr and exits
+/// with 128 plus the signal's number. (The run takes its output out of `leftovers` when it
+/// commits it.)
+pub fn on_signals(leftovers: Arc<Mutex<Leftovers>>) -> std::io::Result<()> {
+    use signal_hook::consts::{SIGINT, SIGTERM};
+    let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM])?;
+    std::thread::Builder::new()
+        .name("ripple-signals".into())
+        .spawn(move || {
+            if let Some(signal) = signals.forever().next() {
+                let name = if signal == SIGINT {
+                    "SIGINT"
+                } else {
+                    "SIGTERM"
+                };
+                let leftovers = leftovers.lock().unwrap_or_else(|p| p.into_inner());
+                let output = leftovers
+                    .clean()
+                    .map_or_else(String::new, |output| format!("; {output}"));
+                eprintln!("ripple: stopped by {name}: the run did not complete{output}");
+                std::process::exit(128 + signal);
+            }
+        })?;
+    Ok(())
+}
