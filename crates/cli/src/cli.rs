@@ -4,12 +4,13 @@
 //! stopped by SIGINT and SIGTERM, 141 stdout closed by its reader.
 
 use crate::changes::{read_changes, InputError, Node};
+use crate::cluster::{lost_process, ClusterError};
 use crate::computation::Computation;
 use crate::destination::{on_signals, Leftovers, OutputFile};
 use crate::follow::Follow;
 use crate::generator::GraphSpec;
 use crate::options::{Cluster, ProgressMode, RunOptions};
-use crate::run::{run, Input, RunError};
+use crate::run::{run_on, Input, RunError};
 use crate::source::Source;
 use crate::stream::Stream;
 use clap::{Args, Parser, Subcommand};
@@ -51,7 +52,15 @@ workers).
 CLUSTER: two processes with two workers each on this machine:
   ripple bfs -w 2 -n 2 -p 0 &
   ripple bfs -w 2 -n 2 -p 1
-Process 0 reads the input and writes the output. Without -H the processes listen on localhost:2101, :2102, ...";
+Process 0 reads the input and writes the output. Without -H the processes listen on \
+localhost:2101, :2102, ... The processes first compare their version, computation, workers, roots \
+and progress mode, and refuse to run if any differs (exit code 2). A process that does not \
+connect within --connect-timeout, or whose connection breaks during the run, ends the run of the \
+others with an error naming it (exit code 1).
+
+EXIT CODES: 0 done; 1 a failure while running; 2 bad arguments or input; 130 and 143 stopped by \
+SIGINT and SIGTERM; 141 stdout closed by its reader. Unless the input is a stream, --output is \
+written to a temporary file and replaces FILE only when the run completes.";
 
 /// Incremental graph computations over streams of edge changes.
 #[derive(Debug, Parser)]
@@ -141,6 +150,9 @@ pub struct RunArgs {
     /// File whose first `processes` lines are the processes' `host:port` addresses.
     #[arg(short = 'H', long, value_name = "FILE")]
     pub hostfile: Option<PathBuf>,
+    /// How long the processes of a cluster wait for each other to connect (e.g. `60s`).
+    #[arg(long, value_name = "DURATION", value_parser = parse_interval, default_value = "60s")]
+    pub connect_timeout: std::time::Duration,
     /// When workers tell each other of their progress: as soon as it is made (eager), or once
     /// it could unblock another worker (demand, timely's default). Never changes the output.
     #[arg(long, value_enum, default_value_t)]
@@ -221,6 +233,7 @@ impl RunArgs {
             process: self.process as usize,
             hosts,
             progress_mode: self.progress_mode,
+            connect_timeout: self.connect_timeout,
         })
     }
 
@@ -335,14 +348,6 @@ pub fn main_with(args: impl IntoIterator<Item = String>) -> ExitCode {
     if let Err(error) = on_signals(Arc::clone(&leftovers)) {
         eprintln!("ripple: warning: SIGINT and SIGTERM will not clean up: {error}");
     }
-    // Only the process hosting worker 0 reads the input.
-    let input = match leads.then(|| args.input()).transpose() {
-        Ok(input) => input,
-        Err(error) => {
-            lock(&leftovers).clean();
-            return usage_error(error);
-        }
-    };
     // Rows on the terminal the bar would draw over: no bar.
     let rows_on_terminal =
         args.output.is_none() && !args.summary && std::io::stdout().is_terminal();
@@ -358,8 +363,35 @@ pub fn main_with(args: impl IntoIterator<Item = String>) -> ExitCode {
             ..RippleConfig::default()
         },
     };
-    silence_storage_faults();
-    let outcome = run(input, &options, writer);
+    install_panic_hook(Arc::clone(&leftovers));
+    // A cluster connects before the input is read: a process 0 that stops on bad input is
+    // then a lost connection to the others, not a process they wait for.
+    let sockets = if options.cluster.hosts.len() > 1 {
+        match crate::cluster::connect(&options, options.cluster.connect_timeout) {
+            Ok(sockets) => Some(sockets),
+            Err(error) => {
+                let code = if matches!(error, ClusterError::Mismatch { .. }) {
+                    2
+                } else {
+                    1
+                };
+                lock(&leftovers).clean();
+                eprintln!("ripple: error: {error}");
+                return ExitCode::from(code);
+            }
+        }
+    } else {
+        None
+    };
+    // Only the process hosting worker 0 reads the input.
+    let input = match leads.then(|| args.input()).transpose() {
+        Ok(input) => input,
+        Err(error) => {
+            lock(&leftovers).clean();
+            return usage_error(error);
+        }
+    };
+    let outcome = run_on(input, &options, writer, sockets);
     // The run did not complete: clean up and say what became of the output.
     let failed = |message: &dyn std::fmt::Display, code: u8| {
         let output = lock(&leftovers).clean();
@@ -379,6 +411,7 @@ pub fn main_with(args: impl IntoIterator<Item = String>) -> ExitCode {
             return ExitCode::from(CLOSED_PIPE);
         }
         Err(RunError::Input(error)) => return failed(&error, 2),
+        Err(RunError::Cluster(error @ ClusterError::Mismatch { .. })) => return failed(&error, 2),
         Err(error) => return failed(&error, 1),
     };
     let output = lock(&leftovers).output.take();
@@ -420,13 +453,31 @@ fn usage_error(error: UsageError) -> ExitCode {
     ExitCode::from(2)
 }
 
-/// Keeps the panic hook quiet for workers unwinding with a [`StorageFault`]: the error they
-/// recorded is reported once, as an error, when the run ends.
-fn silence_storage_faults() {
+/// Keeps the panic hook quiet for workers unwinding with a [`StorageFault`] (the error they
+/// recorded is reported once, as an error, when the run ends), and turns a broken connection
+/// to another process (a panic of timely's communication threads) into an error naming the
+/// process: the run stops at once, cleaning up `leftovers`, with exit code 1.
+fn install_panic_hook(leftovers: Arc<Mutex<Leftovers>>) {
     let previous = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
-        if info.payload().downcast_ref::<StorageFault>().is_none() {
-            previous(info);
+        let payload = info.payload();
+        if payload.downcast_ref::<StorageFault>().is_some() {
+            return;
         }
+        let message = payload
+            .downcast_ref::<&str>()
+            .map(|m| m.to_string())
+            .or_else(|| payload.downcast_ref::<String>().cloned())
+            .unwrap_or_default();
+        let thread = std::thread::current();
+        if let Some((process, cause)) = lost_process(thread.name().unwrap_or(""), &message) {
+            let output = lock(&leftovers).clean();
+            let output = output.map_or_else(String::new, |output| format!("; {output}"));
+            eprintln!(
+                "ripple: error: lost the connection to process {process} ({cause}): the run did not complete{output}"
+            );
+            std::process::exit(1);
+        }
+        previous(info);
     }));
 }

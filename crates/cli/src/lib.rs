@@ -10,6 +10,7 @@
 
 pub mod changes;
 pub mod cli;
+pub mod cluster;
 pub mod computation;
 pub mod destination;
 pub mod follow;

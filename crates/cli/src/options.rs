@@ -17,6 +17,8 @@ pub struct Cluster {
     pub hosts: Vec<String>,
     /// How the workers tell each other of their progress.
     pub progress_mode: ProgressMode,
+    /// How long to wait for the other processes to connect or answer.
+    pub connect_timeout: std::time::Duration,
 }
 
 /// When a worker sends the changes in its outstanding work to the others (timely's
@@ -50,6 +52,9 @@ impl From<ProgressMode> for timely::worker::ProgressMode {
 }
 
 impl Cluster {
+    /// The default of `--connect-timeout`.
+    pub const CONNECT_TIMEOUT_DEFAULT: std::time::Duration = std::time::Duration::from_secs(60);
+
     /// One process with `workers` threads.
     pub fn local(workers: usize) -> Self {
         Self {
@@ -57,19 +62,14 @@ impl Cluster {
             process: 0,
             hosts: vec!["localhost:2101".into()],
             progress_mode: ProgressMode::default(),
+            connect_timeout: Self::CONNECT_TIMEOUT_DEFAULT,
         }
     }
 
+    /// The communication of a single process (a cluster's connections are made by
+    /// [`crate::cluster::connect`]).
     pub(crate) fn communication(&self) -> CommunicationConfig {
-        if self.hosts.len() > 1 {
-            CommunicationConfig::Cluster {
-                threads: self.workers,
-                process: self.process,
-                addresses: self.hosts.clone(),
-                report: false,
-                zerocopy: false,
-            }
-        } else if self.workers > 1 {
+        if self.workers > 1 {
             CommunicationConfig::Process(self.workers)
         } else {
             CommunicationConfig::Thread

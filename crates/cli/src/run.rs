@@ -8,6 +8,7 @@
 //! step's rows (flushed at once for a stream).
 
 use crate::changes::{Edge, InputError, Node};
+use crate::cluster::{ClusterError, Sockets};
 use crate::computation::Value;
 use crate::options::RunOptions;
 use crate::output::{OutputSink, Row};
@@ -38,6 +39,8 @@ pub enum RunError {
     Input(#[from] InputError),
     #[error("a worker failed: {0}")]
     Worker(String),
+    #[error(transparent)]
+    Cluster(#[from] ClusterError),
 }
 
 /// A run's input, for the process hosting worker 0.
@@ -65,16 +68,29 @@ impl Input {
 
 /// Runs `options.computation`, writing output lines to `writer` (if any). The process hosting
 /// worker 0 passes the `input` and gets the report; other processes pass `None` and get `None`.
+/// A cluster's processes connect first (see [`crate::cluster`]).
 pub fn run(
     input: Option<Input>,
     options: &RunOptions,
     writer: Option<Box<dyn Write + Send>>,
 ) -> Result<Option<RunReport>, RunError> {
+    run_on(input, options, writer, None)
+}
+
+/// Like [`run`], for a cluster over the connections `sockets` made before (by
+/// [`crate::cluster::connect`]; `None`: connect now).
+pub fn run_on(
+    input: Option<Input>,
+    options: &RunOptions,
+    writer: Option<Box<dyn Write + Send>>,
+    sockets: Option<Sockets>,
+) -> Result<Option<RunReport>, RunError> {
+    use timely::communication::allocator::zero_copy::initialize::initialize_networking_from_sockets;
+    use timely::communication::allocator::ProcessBuilder;
+    use timely::communication::{AllocatorBuilder, Hooks};
     let started = Instant::now();
-    let mut config = timely::Config {
-        communication: options.cluster.communication(),
-        worker: timely::WorkerConfig::default().progress_mode(options.cluster.progress_mode.into()),
-    };
+    let mut worker_config =
+        timely::WorkerConfig::default().progress_mode(options.cluster.progress_mode.into());
     // Each computation here is one ripple loop at most (a `Variable`'s or an
     // `ArrangedVariable`'s, advancing the round alone), and no other cycle: what
     // `lockstep_iterations` requires.
@@ -82,10 +98,10 @@ pub fn run(
         lockstep_iterations: true,
         ..options.config.clone()
     }
-    .install(&mut config.worker);
+    .install(&mut worker_config);
     let leading = Arc::new(Mutex::new(input.map(|input| (input, writer))));
     let shared = Arc::new(options.clone());
-    let guards = timely::execute(config, move |worker| {
+    let work = move |worker: &mut Worker| {
         let leads = if worker.index() == 0 {
             leading.lock().map(|mut taken| taken.take()).unwrap_or(None)
         } else {
@@ -97,7 +113,36 @@ pub fn run(
             drive(worker, &shared, leads)
         }));
         driven.unwrap_or_else(|payload| Err(RunError::Worker(panic_message(&*payload))))
-    })
+    };
+    let cluster = &options.cluster;
+    let guards = if cluster.hosts.len() > 1 {
+        let sockets = match sockets {
+            Some(sockets) => sockets,
+            None => crate::cluster::connect(options, cluster.connect_timeout)?,
+        };
+        let hooks = Hooks::default();
+        let local = ProcessBuilder::new_typed_vector(
+            cluster.workers,
+            hooks.refill.clone(),
+            hooks.spill.clone(),
+        );
+        let (builders, guard) = initialize_networking_from_sockets(
+            local,
+            sockets,
+            cluster.process,
+            cluster.workers,
+            hooks,
+        )
+        .map_err(|error| RunError::Start(error.to_string()))?;
+        let builders = builders.into_iter().map(AllocatorBuilder::Tcp).collect();
+        timely::execute::execute_from(builders, Box::new(guard), worker_config, work)
+    } else {
+        let config = timely::Config {
+            communication: cluster.communication(),
+            worker: worker_config,
+        };
+        timely::execute(config, work)
+    }
     .map_err(RunError::Start)?;
     let mut report = None;
     for result in guards.join() {

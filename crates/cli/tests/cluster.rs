@@ -1,0 +1,136 @@
+//! Clusters of real `ripple` processes on localhost when something is off: processes started
+//! with other settings, a process that never starts, a process killed mid-run. Each ends every
+//! process still running with a message naming the other process and a documented exit code,
+//! never a panic or a hang; nothing but rows reaches stdout.
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+fn ripple() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_ripple"))
+}
+
+/// A hostfile of two free ports on 127.0.0.1.
+fn hostfile(name: &str) -> PathBuf {
+    let listeners: Vec<_> = (0..2)
+        .map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap())
+        .collect();
+    let text: String = listeners
+        .iter()
+        .map(|l| format!("127.0.0.1:{}\n", l.local_addr().unwrap().port()))
+        .collect();
+    let path = std::env::temp_dir().join(format!("ripple-cluster-{}-{name}", std::process::id()));
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+fn spawn(args: &[&str], process: &str, hosts: &PathBuf) -> Child {
+    ripple()
+        .args(args)
+        .args(["-n", "2", "-p", process, "-H"])
+        .arg(hosts)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// Waits for `child`, failing the test if it runs longer than `patience`.
+fn finish(mut child: Child, patience: Duration) -> Output {
+    let began = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if began.elapsed() > patience {
+            let _ = child.kill();
+            panic!("a process hangs");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.wait_with_output().unwrap()
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+#[test]
+fn processes_with_other_settings_refuse_to_run() {
+    let hosts = hostfile("mismatch");
+    let first = spawn(&["bfs", "-w", "2"], "0", &hosts);
+    let second = spawn(&["cc", "-w", "1"], "1", &hosts);
+    let patience = Duration::from_secs(30);
+    let (first, second) = (finish(first, patience), finish(second, patience));
+    for (output, differences) in [
+        (
+            &first,
+            "computation cc there, bfs here; workers 1 there, 2 here",
+        ),
+        (
+            &second,
+            "computation bfs there, cc here; workers 2 there, 1 here",
+        ),
+    ] {
+        assert_eq!(output.status.code(), Some(2), "{}", stderr(output));
+        assert!(
+            stderr(output).contains("was started with other settings"),
+            "{}",
+            stderr(output)
+        );
+        assert!(stderr(output).contains(differences), "{}", stderr(output));
+        assert!(output.stdout.is_empty());
+    }
+}
+
+#[test]
+fn a_process_that_never_starts_times_out() {
+    let hosts = hostfile("missing");
+    let first = spawn(&["bfs", "--connect-timeout", "1s"], "0", &hosts);
+    let output = finish(first, Duration::from_secs(30));
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    let port = std::fs::read_to_string(&hosts).unwrap();
+    let address = port.lines().next().unwrap();
+    assert!(
+        stderr(&output).contains(&format!(
+            "process 1 did not connect to {address} within 1 s"
+        )),
+        "{}",
+        stderr(&output)
+    );
+    assert!(output.stdout.is_empty(), "no chatter on stdout");
+    // The other way round: process 1 waits for a process 0 that is not there.
+    let second = spawn(&["bfs", "--connect-timeout", "1s"], "1", &hosts);
+    let output = finish(second, Duration::from_secs(30));
+    assert_eq!(output.status.code(), Some(1));
+    assert!(
+        stderr(&output).contains("process 0 at"),
+        "{}",
+        stderr(&output)
+    );
+}
+
+#[test]
+fn a_process_killed_mid_run_ends_the_others() {
+    let hosts = hostfile("killed");
+    let args = [
+        "bfs",
+        "--nodes",
+        "100000",
+        "--edges",
+        "400000",
+        "--updates",
+        "1000000",
+    ];
+    let first = spawn(&args, "0", &hosts);
+    let mut second = spawn(&args, "1", &hosts);
+    std::thread::sleep(Duration::from_millis(1500));
+    second.kill().unwrap();
+    let _ = second.wait();
+    let output = finish(first, Duration::from_secs(60));
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("lost the connection to process 1"),
+        "{}",
+        stderr(&output)
+    );
+    assert!(!stderr(&output).contains("panicked"), "{}", stderr(&output));
+}
