@@ -20,7 +20,11 @@ impl Progress {
     /// Progress over `steps` steps; nothing is drawn unless `enabled` and stderr is a
     /// terminal.
     pub fn new(enabled: bool, steps: u64) -> Self {
-        let enabled = enabled && std::io::stderr().is_terminal();
+        Self::with_bar(enabled && std::io::stderr().is_terminal(), steps)
+    }
+
+    /// Progress over `steps` steps, drawn (after the first second) if `enabled`.
+    fn with_bar(enabled: bool, steps: u64) -> Self {
         let bar = enabled.then(|| {
             let bar = ProgressBar::with_draw_target(Some(steps), ProgressDrawTarget::hidden());
             bar.set_style(
@@ -56,5 +60,32 @@ impl Progress {
         if let Some(bar) = self.bar.take() {
             bar.finish_and_clear();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The bar counts from the run's start: shown after the first second, its elapsed time,
+    /// rate and estimate cover every step, not only those since it appeared.
+    #[test]
+    fn rates_and_estimates_cover_the_whole_run() {
+        let mut progress = Progress::with_bar(true, 200);
+        let began = Instant::now();
+        for done in 1..=100 {
+            std::thread::sleep(Duration::from_millis(12));
+            progress.advance(done);
+        }
+        let bar = progress.bar.as_ref().expect("enabled");
+        assert!(progress.shown);
+        let elapsed = began.elapsed();
+        assert!(bar.elapsed() + Duration::from_millis(50) >= elapsed);
+        // About 100 steps over about 1.2 s, whatever the scheduling: never millions.
+        let rate = bar.per_sec();
+        assert!((20.0..200.0).contains(&rate), "{rate} steps/s");
+        // Half done: the estimate is about as long again.
+        assert!(bar.eta() >= Duration::from_millis(300), "{:?}", bar.eta());
+        progress.finish();
     }
 }

@@ -53,6 +53,8 @@ enum Message {
 pub struct Backlog {
     state: Mutex<State>,
     changed: Condvar,
+    /// About the most changes queued at once.
+    limit: usize,
 }
 
 #[derive(Default)]
@@ -70,11 +72,17 @@ impl Backlog {
     /// About the most changes queued at once (some tens of megabytes).
     pub const LIMIT: usize = 1 << 20;
 
-    fn new() -> Self {
+    fn new(limit: usize) -> Self {
         Self {
             state: Mutex::new(State::default()),
             changed: Condvar::new(),
+            limit,
         }
+    }
+
+    /// Changes queued now.
+    fn queued(&self) -> usize {
+        self.lock().queued
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -90,7 +98,7 @@ impl Backlog {
             Message::Progress(_) => 0,
         };
         let mut state = self.lock();
-        while !state.abandoned && !state.queue.is_empty() && state.queued + size > Self::LIMIT {
+        while !state.abandoned && !state.queue.is_empty() && state.queued + size > self.limit {
             state = self
                 .changed
                 .wait(state)
@@ -195,7 +203,16 @@ pub struct Stream {
 impl Stream {
     /// Starts a thread reading `lines` (named `name` in messages) into a new backlog.
     pub fn spawn(lines: Box<dyn LineSource>, name: String) -> std::io::Result<Self> {
-        let backlog = Arc::new(Backlog::new());
+        Self::spawn_with_limit(lines, name, Backlog::LIMIT)
+    }
+
+    /// Like [`Stream::spawn`], the backlog holding about `limit` changes at most.
+    fn spawn_with_limit(
+        lines: Box<dyn LineSource>,
+        name: String,
+        limit: usize,
+    ) -> std::io::Result<Self> {
+        let backlog = Arc::new(Backlog::new(limit));
         let filled = Arc::clone(&backlog);
         std::thread::Builder::new()
             .name("ripple-input".into())
@@ -379,6 +396,38 @@ mod tests {
         assert_eq!(fed.last(), Some(&(step(10, 1, 1), 1)));
         let pushed: usize = fed.iter().map(|(_, n)| n).sum();
         assert_eq!(pushed, 4);
+    }
+
+    /// A producer that never stops: one change per time, times counting up.
+    struct Endless(u64);
+
+    impl LineSource for Endless {
+        fn read_line(&mut self, buf: &mut Vec<u8>) -> std::io::Result<usize> {
+            self.0 += 1;
+            let line = format!("1,2,{},1\n", self.0);
+            buf.extend_from_slice(line.as_bytes());
+            Ok(line.len())
+        }
+    }
+
+    #[test]
+    fn a_fast_producer_waits_for_the_workers() {
+        let mut stream = Stream::spawn_with_limit(Box::new(Endless(0)), "e".into(), 100).unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        assert!(
+            stream.backlog.queued() <= 100,
+            "{}",
+            stream.backlog.queued()
+        );
+        // Taking times makes room, and the reader fills it again, never beyond the limit.
+        let mut taken = 0;
+        for _ in 0..5 {
+            let fed = stream.feed(30, None, &mut |_, _, _| taken += 1).unwrap();
+            assert!(matches!(fed, Fed::Step { times: 30, .. }), "{fed:?}");
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            assert!(stream.backlog.queued() <= 100);
+        }
+        assert_eq!(taken, 150);
     }
 
     #[test]

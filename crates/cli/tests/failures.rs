@@ -221,3 +221,45 @@ fn first_lines_help_and_argument_edges() {
     assert!(String::from_utf8_lossy(&batch.stdout).contains("checksum     68129fcfc6a2a721"));
     let _ = std::io::stderr().flush();
 }
+
+/// A writer that panics: a worker's panic, as any other, reaches the caller with its message.
+struct Exploding;
+
+impl Write for Exploding {
+    fn write(&mut self, _bytes: &[u8]) -> std::io::Result<usize> {
+        panic!("the writer exploded")
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[test]
+fn worker_panics_are_reported_with_their_message() {
+    use ripple_cli::computation::Computation;
+    use ripple_cli::generator::GraphSpec;
+    use ripple_cli::options::{Cluster, RunOptions};
+    use ripple_cli::run::{run, Input, RunError};
+    use ripple_cli::source::Source;
+    let options = RunOptions {
+        computation: Computation::Bfs,
+        roots: vec![0],
+        batch: 1,
+        cluster: Cluster::local(2),
+        progress: false,
+        stats_every: None,
+        config: Default::default(),
+    };
+    let spec = GraphSpec {
+        nodes: 10,
+        edges: 20,
+        updates: 5,
+        seed: 0,
+    };
+    let input = Input::whole(Source::Generated(spec), 1);
+    let outcome = run(Some(input), &options, Some(Box::new(Exploding)));
+    match outcome {
+        Err(RunError::Worker(message)) => assert_eq!(message, "the writer exploded"),
+        other => panic!("expected the worker's panic, got {:?}", other.map(|_| ())),
+    }
+}

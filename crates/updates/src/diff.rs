@@ -38,7 +38,13 @@ macro_rules! integer_semigroup {
     )*};
 }
 // Wrapping addition: diffs form a group modulo 2^bits, exactly as differential dataflow's
-// integer diffs do; overflow is not an error the engine can report meaningfully.
+// integer diffs do. It is exact for every sum whose true value fits the type, whatever the order
+// of its terms: partial sums may wrap (a consolidation adds in sorted order, not the input's)
+// and still come out right, which is why it is not checked, not even in debug builds, where a
+// check would reject sums that are fine. A sum whose true value does not fit is a wrong answer,
+// so inputs are kept from making one where they enter (the `ripple` command refuses changes
+// whose running multiplicities or edge counts would leave the range; see
+// `ripple_cli::changes::Multiplicities`); products in joins are bounded the same way.
 integer_semigroup!(i8, i16, i32, i64, i128, isize);
 
 /// A semigroup with additive inverses: what `negate`, `antijoin` and retractions need.
