@@ -81,6 +81,7 @@ impl Backlog {
     }
 
     /// Changes queued now.
+    #[cfg(test)]
     fn queued(&self) -> usize {
         self.lock().queued
     }
