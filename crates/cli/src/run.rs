@@ -20,8 +20,9 @@ use ripple_dataflow::{Collection, InputSession, RippleConfig, UpdateContainer};
 use std::cell::RefCell;
 use std::io::Write;
 use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 use timely::container::CapacityContainerBuilder;
 use timely::dataflow::operators::generic::Operator;
 use timely::dataflow::ProbeHandle;
@@ -101,18 +102,32 @@ pub fn run_on(
     .install(&mut worker_config);
     let leading = Arc::new(Mutex::new(input.map(|input| (input, writer))));
     let shared = Arc::new(options.clone());
+    let panics: Arc<Mutex<Vec<String>>> = Arc::default();
+    let recorded = Arc::clone(&panics);
+    let abort = Arc::new(AtomicBool::new(false));
     let work = move |worker: &mut Worker| {
         let leads = if worker.index() == 0 {
             leading.lock().map(|mut taken| taken.take()).unwrap_or(None)
         } else {
             None
         };
-        // A panic is reported with its message (timely's join would show only `Any`); a
-        // storage fault's payload says nothing: the fault itself is recorded in `Storage`.
+        // A panic is reported with its message (timely's join would show only `Any`). The
+        // dataflows it left half-updated are dropped, not stepped again, and the other workers
+        // stop too: they would wait forever for progress from this one. (A storage fault's
+        // payload says nothing: the fault itself is recorded in `Storage`.)
         let driven = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            drive(worker, &shared, leads)
+            drive(worker, &shared, leads, &abort)
         }));
-        driven.unwrap_or_else(|payload| Err(RunError::Worker(panic_message(&*payload))))
+        driven.unwrap_or_else(|payload| {
+            let message = panic_message(&*payload);
+            recorded
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push(message.clone());
+            abort.store(true, Ordering::Release);
+            drop_dataflows(worker);
+            Err(RunError::Worker(message))
+        })
     };
     let cluster = &options.cluster;
     let guards = if cluster.hosts.len() > 1 {
@@ -145,6 +160,7 @@ pub fn run_on(
     }
     .map_err(RunError::Start)?;
     let mut report = None;
+    let mut failure = None;
     for result in guards.join() {
         match result {
             Ok(Ok(Some(mut found))) => {
@@ -152,11 +168,41 @@ pub fn run_on(
                 report = Some(found);
             }
             Ok(Ok(None)) => {}
-            Ok(Err(error)) => return Err(error),
-            Err(panic) => return Err(RunError::Worker(panic)),
+            Ok(Err(error)) => {
+                failure.get_or_insert(error);
+            }
+            Err(panic) => {
+                failure.get_or_insert(RunError::Worker(panic));
+            }
         }
     }
-    Ok(report)
+    // The panic that stopped the run, rather than the other workers' stopping.
+    let panicked = panics
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .first()
+        .cloned();
+    match (panicked, failure) {
+        (Some(message), _) => Err(RunError::Worker(message)),
+        (None, Some(error)) => Err(error),
+        (None, None) => Ok(report),
+    }
+}
+
+/// Drops every dataflow of `worker` without stepping it, so that its thread can end.
+fn drop_dataflows(worker: &mut Worker) {
+    for dataflow in worker.installed_dataflows() {
+        worker.drop_dataflow(dataflow);
+    }
+}
+
+/// How long a waiting worker sleeps before it looks whether another one failed.
+const ABORT_POLL: Duration = Duration::from_millis(50);
+
+/// The error of a worker stopped because another failed.
+fn stopped(worker: &mut Worker) -> RunError {
+    drop_dataflows(worker);
+    RunError::Worker("stopped: another worker failed".into())
 }
 
 /// The message a panic was raised with.
@@ -176,7 +222,9 @@ fn drive(
     worker: &mut Worker,
     options: &RunOptions,
     leads: Option<(Input, Option<Box<dyn Write + Send>>)>,
+    abort: &AtomicBool,
 ) -> Result<Option<RunReport>, RunError> {
+    let aborted = || abort.load(Ordering::Acquire);
     let peers = worker.peers();
     let mut edges = InputSession::<u64, Edge>::new();
     let mut roots = InputSession::<u64, Node>::new();
@@ -192,7 +240,10 @@ fn drive(
         edges.close();
         roots.close();
         while !probe.done() {
-            worker.step_or_park(None);
+            if aborted() {
+                return Err(stopped(worker));
+            }
+            worker.step_or_park(Some(ABORT_POLL));
         }
         return Ok(None);
     };
@@ -219,7 +270,16 @@ fn drive(
     let mut updates_began = Instant::now();
     let failure = loop {
         let max_times = if loaded { options.batch } else { 1 };
-        let deadline = ticker.as_ref().map(Ticker::due);
+        if aborted() {
+            return Err(stopped(worker));
+        }
+        // Waiting for input, look now and then whether another worker failed.
+        let poll = Instant::now() + ABORT_POLL;
+        let deadline = Some(
+            ticker
+                .as_ref()
+                .map_or(poll, |ticker| ticker.due().min(poll)),
+        );
         let mut began = Instant::now();
         let fed = feed.feed(max_times, deadline, &mut |edge, time, diff| {
             edges.update_at(edge, time, diff).expect(
@@ -248,7 +308,10 @@ fn drive(
         edges
             .advance_to(end)
             .expect("steps advance the input forward");
-        worker.step_while(|| probe.less_than(&end));
+        worker.step_while(|| probe.less_than(&end) && !aborted());
+        if aborted() {
+            return Err(stopped(worker));
+        }
         sink.step(&mut gathered.borrow_mut())?;
         let elapsed = began.elapsed();
         if times == 0 {
@@ -277,6 +340,9 @@ fn drive(
     // Every complete time was fed: the rest of the run computes nothing new.
     edges.close();
     while !probe.done() {
+        if aborted() {
+            return Err(stopped(worker));
+        }
         worker.step();
     }
     if let Some(error) = failure {

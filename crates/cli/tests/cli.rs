@@ -370,3 +370,81 @@ fn bad_storage_arguments_exit_with_2() {
         assert!(output.stdout.is_empty(), "{args:?} wrote output");
     }
 }
+
+/// A spilled batch file damaged while the run holds it: the next read of it stops the run with
+/// an error naming the file and the block (exit code 1), never a wrong row; the spill directory
+/// is removed all the same.
+#[test]
+fn a_damaged_spill_file_stops_the_run() {
+    use std::io::{BufRead, BufReader, Write};
+    let spill = scratch_dir("damaged");
+    let mut child = ripple()
+        .args([
+            "degrees",
+            "--input",
+            "-",
+            "--memory-budget",
+            "0",
+            "--spill-dir",
+        ])
+        .arg(&spill)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    // Time 0: enough edges for the count's input arrangement to be written out.
+    let mut text = String::new();
+    for node in 0..40_000u32 {
+        text.push_str(&format!("{node},{},0,1\n", node + 1));
+    }
+    text.push_str("@1\n");
+    stdin.write_all(text.as_bytes()).unwrap();
+    stdin.flush().unwrap();
+    let mut first = String::new();
+    stdout.read_line(&mut first).unwrap();
+    assert_eq!(first.split(',').nth(1), Some("0"), "{first}");
+    // Time 0 is complete and its batches are on disk: damage every byte in their middles.
+    let run_dir = std::fs::read_dir(&spill)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let mut damaged = 0;
+    for entry in std::fs::read_dir(&run_dir).unwrap() {
+        let path = entry.unwrap().path();
+        let mut bytes = std::fs::read(&path).unwrap();
+        let len = bytes.len();
+        for byte in &mut bytes[len / 8..len / 2] {
+            *byte ^= 0x5a;
+        }
+        std::fs::write(&path, bytes).unwrap();
+        damaged += 1;
+    }
+    assert!(damaged > 0, "nothing was spilled");
+    // Time 1 changes every node's degree: the count reads its input back.
+    let mut text = String::new();
+    for node in 0..2_000u32 {
+        text.push_str(&format!("{node},{node},1,1\n"));
+    }
+    text.push_str("@2\n");
+    let _ = stdin.write_all(text.as_bytes());
+    drop(stdin);
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut stdout, &mut rest).unwrap();
+    let output = child.wait_with_output().unwrap();
+    let message = stderr(&output);
+    assert_eq!(output.status.code(), Some(1), "{message}");
+    assert!(message.contains("batch-"), "{message}");
+    assert!(message.contains("block"), "{message}");
+    assert!(!message.contains("panicked"), "{message}");
+    // No row of time 1 was written.
+    assert!(
+        !rest.lines().any(|row| row.split(',').nth(1) == Some("1")),
+        "{rest}"
+    );
+    assert_eq!(std::fs::read_dir(&spill).unwrap().count(), 0);
+}
