@@ -5,27 +5,16 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
-fn ripple() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_ripple"))
-}
+mod common;
+
+use common::{ripple, stderr, stdout};
 
 fn scratch_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("ripple-cli-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+    common::scratch_dir("cli", name)
 }
 
 fn run(command: &mut Command) -> Output {
     command.output().expect("ripple starts")
-}
-
-fn stderr(output: &Output) -> String {
-    String::from_utf8_lossy(&output.stderr).into_owned()
-}
-
-fn stdout(output: &Output) -> String {
-    String::from_utf8_lossy(&output.stdout).into_owned()
 }
 
 #[test]

@@ -4,12 +4,12 @@
 //! never a panic or a hang; nothing but rows reaches stdout.
 
 use std::path::PathBuf;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Output, Stdio};
 use std::time::{Duration, Instant};
 
-fn ripple() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_ripple"))
-}
+mod common;
+
+use common::{ripple, stderr};
 
 /// A hostfile of two free ports on 127.0.0.1.
 fn hostfile(name: &str) -> PathBuf {
@@ -47,10 +47,6 @@ fn finish(mut child: Child, patience: Duration) -> Output {
         std::thread::sleep(Duration::from_millis(20));
     }
     child.wait_with_output().unwrap()
-}
-
-fn stderr(output: &Output) -> String {
-    String::from_utf8_lossy(&output.stderr).into_owned()
 }
 
 #[test]
@@ -133,4 +129,27 @@ fn a_process_killed_mid_run_ends_the_others() {
         stderr(&output)
     );
     assert!(!stderr(&output).contains("panicked"), "{}", stderr(&output));
+}
+
+#[test]
+fn only_process_0_reads_the_input() {
+    let hosts = hostfile("input");
+    let dir = std::env::temp_dir().join(format!("ripple-cluster-{}-in", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let input = dir.join("in.csv");
+    std::fs::write(&input, "0,1,0,1\n1,2,1,1\n").unwrap();
+    let input = input.to_str().unwrap();
+    // Process 1's input names no file: it is never opened.
+    let first = spawn(&["reach", "--input", input], "0", &hosts);
+    let second = spawn(&["reach", "--input", "/nonexistent/in.csv"], "1", &hosts);
+    let patience = Duration::from_secs(30);
+    let (first, second) = (finish(first, patience), finish(second, patience));
+    assert!(first.status.success(), "{}", stderr(&first));
+    assert!(second.status.success(), "{}", stderr(&second));
+    assert_eq!(
+        String::from_utf8_lossy(&first.stdout),
+        "0,0,1\n1,0,1\n2,1,1\n"
+    );
+    assert!(second.stdout.is_empty());
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -8,15 +8,12 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-fn ripple() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_ripple"))
-}
+mod common;
+
+use common::ripple;
 
 fn scratch_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("ripple-fail-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+    common::scratch_dir("fail", name)
 }
 
 fn files_in(dir: &PathBuf) -> Vec<String> {

@@ -8,20 +8,17 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 const COMPUTATIONS: [&str; 4] = ["bfs", "reach", "degrees", "cc"];
 
-fn ripple() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_ripple"))
-}
+mod common;
+
+use common::ripple;
 
 fn scratch_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("ripple-stream-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+    common::scratch_dir("stream", name)
 }
 
 /// A stream's lines: random insertions and removals of present edges over `nodes` nodes at
