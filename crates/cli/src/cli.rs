@@ -4,7 +4,7 @@
 //! stopped by SIGINT and SIGTERM, 141 stdout closed by its reader.
 
 use crate::changes::{read_changes, InputError, Node};
-use crate::cluster::{lost_process, ClusterError};
+use crate::cluster::{lost_process, stopping, ClusterError};
 use crate::computation::Computation;
 use crate::destination::{on_signals, Leftovers, OutputFile};
 use crate::follow::Follow;
@@ -391,6 +391,13 @@ pub fn main_with(args: impl IntoIterator<Item = String>) -> ExitCode {
             return usage_error(error);
         }
     };
+    // Under way: a file written in place is emptied now, not before.
+    if let Some(output) = lock(&leftovers).output.as_mut() {
+        if let Err(error) = output.begin() {
+            eprintln!("ripple: error: --output: {error}");
+            return ExitCode::from(1);
+        }
+    }
     let outcome = run_on(input, &options, writer, sockets);
     // The run did not complete: clean up and say what became of the output.
     let failed = |message: &dyn std::fmt::Display, code: u8| {
@@ -464,18 +471,19 @@ fn install_panic_hook(leftovers: Arc<Mutex<Leftovers>>) {
         if payload.downcast_ref::<StorageFault>().is_some() {
             return;
         }
-        let message = payload
-            .downcast_ref::<&str>()
-            .map(|m| m.to_string())
-            .or_else(|| payload.downcast_ref::<String>().cloned())
-            .unwrap_or_default();
+        let message = crate::run::panic_message(payload);
         let thread = std::thread::current();
         if let Some((process, cause)) = lost_process(thread.name().unwrap_or(""), &message) {
             let output = lock(&leftovers).clean();
             let output = output.map_or_else(String::new, |output| format!("; {output}"));
-            eprintln!(
-                "ripple: error: lost the connection to process {process} ({cause}): the run did not complete{output}"
-            );
+            if stopping() {
+                // This process ended its connections itself, having said why.
+                eprintln!("ripple: the run did not complete{output}");
+            } else {
+                eprintln!(
+                    "ripple: error: lost the connection to process {process} ({cause}): the run did not complete{output}"
+                );
+            }
             std::process::exit(1);
         }
         previous(info);

@@ -16,8 +16,27 @@
 
 use crate::options::RunOptions;
 use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream, ToSocketAddrs};
+use std::net::{Shutdown, TcpListener, TcpStream, ToSocketAddrs};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
+
+/// Set once this process stops its peers because one of its workers failed: the breaks that
+/// follow in its own connections are expected, not news (see [`stop_peers`]).
+static STOPPING: AtomicBool = AtomicBool::new(false);
+
+/// Ends this process's connections, so that the other processes, which would wait forever
+/// for a failed worker's progress, stop too ("lost the connection to process ...").
+pub fn stop_peers(connections: &[TcpStream]) {
+    STOPPING.store(true, Ordering::Release);
+    for connection in connections {
+        let _ = connection.shutdown(Shutdown::Both);
+    }
+}
+
+/// Whether this process is stopping its peers (see [`stop_peers`]).
+pub fn stopping() -> bool {
+    STOPPING.load(Ordering::Acquire)
+}
 
 /// What timely's communication threads begin their panic messages with.
 pub const TIMELY_COMMUNICATION_ERROR: &str = "timely communication error:";
@@ -77,8 +96,7 @@ pub fn settings(options: &RunOptions) -> Vec<(String, String)> {
     .collect()
 }
 
-/// Connects this process to the others of `options.cluster`, waiting at most `timeout` for
-/// each step.
+/// Connects this process to the others of `options.cluster`, all within `timeout`.
 pub fn connect(options: &RunOptions, timeout: Duration) -> Result<Sockets, ClusterError> {
     let cluster = &options.cluster;
     let (me, hosts) = (cluster.process, &cluster.hosts);
@@ -177,12 +195,17 @@ fn connect_to(
 ) -> Result<TcpStream, ClusterError> {
     let mut last_report = Instant::now();
     loop {
-        let attempt = address.to_socket_addrs().and_then(|mut addresses| {
-            let found = addresses.next().ok_or_else(|| {
-                std::io::Error::new(std::io::ErrorKind::NotFound, "no such address")
-            })?;
-            let left = deadline.saturating_duration_since(Instant::now());
-            TcpStream::connect_timeout(&found, left.max(Duration::from_millis(10)))
+        // Every address the name resolves to, as the listener binds them all.
+        let attempt = address.to_socket_addrs().and_then(|addresses| {
+            let mut last = std::io::Error::new(std::io::ErrorKind::NotFound, "no such address");
+            for found in addresses {
+                let left = deadline.saturating_duration_since(Instant::now());
+                match TcpStream::connect_timeout(&found, left.max(Duration::from_millis(10))) {
+                    Ok(stream) => return Ok(stream),
+                    Err(error) => last = error,
+                }
+            }
+            Err(last)
         });
         match attempt {
             Ok(stream) => return Ok(stream),

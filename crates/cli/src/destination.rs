@@ -22,23 +22,59 @@ pub struct OutputFile {
     path: PathBuf,
     /// The temporary file renamed over `path` on success; `None` when written in place.
     temporary: Option<PathBuf>,
+    /// A regular file written in place, to empty when the run begins.
+    truncate: Option<File>,
 }
 
 impl OutputFile {
     /// Creates the file the rows of `path` go to: a temporary one beside it, or `path` itself
-    /// if `in_place`.
+    /// if `in_place`, or if `path` is not a regular file (`/dev/stdout`, a pipe). A symbolic
+    /// link is followed: the file it names is replaced, with its permissions kept. A file
+    /// written in place is emptied only by [`OutputFile::begin`], once the run is under way.
     pub fn create(path: &Path, in_place: bool) -> std::io::Result<(Self, BufWriter<File>)> {
-        let temporary = (!in_place).then(|| {
-            let name = path.file_name().unwrap_or_default().to_string_lossy();
+        let target = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+        let existing = std::fs::metadata(&target).ok();
+        let special = existing
+            .as_ref()
+            .is_some_and(|metadata| !metadata.is_file());
+        let temporary = (!in_place && !special).then(|| {
+            let name = target.file_name().unwrap_or_default().to_string_lossy();
             let hidden = format!(".{name}.ripple-{}.partial", std::process::id());
-            path.with_file_name(hidden)
+            target.with_file_name(hidden)
         });
-        let file = File::create(temporary.as_deref().unwrap_or(path))?;
+        let file = match &temporary {
+            Some(temporary) => {
+                let file = File::create(temporary)?;
+                if let Some(existing) = &existing {
+                    let _ = file.set_permissions(existing.permissions());
+                }
+                file
+            }
+            // Not truncated yet: a run that fails to start leaves the file as it was.
+            None => std::fs::OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .open(&target)?,
+        };
+        let truncate = match (&temporary, special) {
+            (None, false) => Some(file.try_clone()?),
+            _ => None,
+        };
         let output = Self {
-            path: path.to_path_buf(),
+            path: target,
             temporary,
+            truncate,
         };
         Ok((output, BufWriter::with_capacity(1 << 16, file)))
+    }
+
+    /// The run is under way: a file written in place is emptied for its rows.
+    pub fn begin(&mut self) -> std::io::Result<()> {
+        match self.truncate.take() {
+            Some(file) => file.set_len(0),
+            None => Ok(()),
+        }
     }
 
     /// The run succeeded (its writer flushed): the rows take FILE's place.
@@ -55,6 +91,9 @@ impl OutputFile {
         match &self.temporary {
             Some(temporary) => {
                 let _ = std::fs::remove_file(temporary);
+                format!("{} was left as it was", self.path.display())
+            }
+            None if self.truncate.is_some() => {
                 format!("{} was left as it was", self.path.display())
             }
             None => format!(

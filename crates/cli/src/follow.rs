@@ -75,9 +75,19 @@ impl Follow {
         };
         self.missing = false;
         if (metadata.dev(), metadata.ino()) != self.identity {
+            // Lines appended to the old file before it was replaced are read first.
+            if !self.reader.fill_buf()?.is_empty() {
+                return Ok(false);
+            }
+            let next = match Self::open(&self.path) {
+                Ok(next) => next,
+                // Replaced again meanwhile: looked at again after the next wait.
+                Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+                Err(error) => return Err(error),
+            };
             eprintln!("ripple: note: {shown} was replaced; reading the new file from its start");
             let stop = Arc::clone(&self.stop);
-            *self = Self::open(&self.path)?;
+            *self = next;
             self.stop = stop;
             self.restarted = true;
             return Ok(true);

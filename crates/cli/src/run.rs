@@ -19,6 +19,7 @@ use ripple_dataflow::exchange::exchange_by;
 use ripple_dataflow::{Collection, InputSession, RippleConfig, UpdateContainer};
 use std::cell::RefCell;
 use std::io::Write;
+use std::net::TcpStream;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -105,29 +106,43 @@ pub fn run_on(
     let panics: Arc<Mutex<Vec<String>>> = Arc::default();
     let recorded = Arc::clone(&panics);
     let abort = Arc::new(AtomicBool::new(false));
-    let work = move |worker: &mut Worker| {
-        let leads = if worker.index() == 0 {
-            leading.lock().map(|mut taken| taken.take()).unwrap_or(None)
-        } else {
-            None
-        };
-        // A panic is reported with its message (timely's join would show only `Any`). The
-        // dataflows it left half-updated are dropped, not stepped again, and the other workers
-        // stop too: they would wait forever for progress from this one. (A storage fault's
-        // payload says nothing: the fault itself is recorded in `Storage`.)
-        let driven = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            drive(worker, &shared, leads, &abort)
-        }));
-        driven.unwrap_or_else(|payload| {
-            let message = panic_message(&*payload);
-            recorded
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .push(message.clone());
-            abort.store(true, Ordering::Release);
-            drop_dataflows(worker);
-            Err(RunError::Worker(message))
-        })
+    // The work of each worker, given the process's connections to the others (none in one
+    // process).
+    let work = move |connections: Arc<Vec<TcpStream>>| {
+        move |worker: &mut Worker| {
+            let leads = if worker.index() == 0 {
+                leading.lock().map(|mut taken| taken.take()).unwrap_or(None)
+            } else {
+                None
+            };
+            // A panic is reported with its message (timely's join would show only `Any`). The
+            // dataflows it left half-updated are dropped, not stepped again, and the other workers
+            // stop too: they would wait forever for progress from this one. (A storage fault's
+            // payload says nothing: the fault itself is recorded in `Storage`.)
+            let driven = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                drive(worker, &shared, leads, &abort)
+            }));
+            driven.unwrap_or_else(|payload| {
+                let message = panic_message(&*payload);
+                recorded
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .push(message.clone());
+                abort.store(true, Ordering::Release);
+                drop_dataflows(worker);
+                // The other processes would wait for this one's progress: end the connections.
+                // (A storage fault's message is the one `Storage` recorded.)
+                if !connections.is_empty() {
+                    let storage = shared.config.storage.as_ref();
+                    let reason = storage
+                        .and_then(|storage| storage.fault())
+                        .unwrap_or(message.clone());
+                    eprintln!("ripple: error: {reason}; stopping the other processes");
+                    crate::cluster::stop_peers(&connections);
+                }
+                Err(RunError::Worker(message))
+            })
+        }
     };
     let cluster = &options.cluster;
     let guards = if cluster.hosts.len() > 1 {
@@ -135,6 +150,12 @@ pub fn run_on(
             Some(sockets) => sockets,
             None => crate::cluster::connect(options, cluster.connect_timeout)?,
         };
+        let connections: Vec<TcpStream> = sockets
+            .iter()
+            .flatten()
+            .filter_map(|socket| socket.try_clone().ok())
+            .collect();
+        let work = work(Arc::new(connections));
         let hooks = Hooks::default();
         let local = ProcessBuilder::new_typed_vector(
             cluster.workers,
@@ -156,7 +177,7 @@ pub fn run_on(
             communication: cluster.communication(),
             worker: worker_config,
         };
-        timely::execute(config, work)
+        timely::execute(config, work(Arc::default()))
     }
     .map_err(RunError::Start)?;
     let mut report = None;
@@ -206,7 +227,7 @@ fn stopped(worker: &mut Worker) -> RunError {
 }
 
 /// The message a panic was raised with.
-fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
     if let Some(message) = payload.downcast_ref::<&str>() {
         (*message).to_string()
     } else if let Some(message) = payload.downcast_ref::<String>() {
@@ -305,6 +326,8 @@ fn drive(
             // A stream's step begins when its input is there, not while waiting for it.
             began = Instant::now();
         }
+        // A feed's ends only grow; should one not, the input stays where it is.
+        let end = end.max(*edges.time());
         edges
             .advance_to(end)
             .expect("steps advance the input forward");
@@ -329,7 +352,9 @@ fn drive(
         done_steps += 1;
         progress.advance(done_steps);
         if let Some(ticker) = &mut ticker {
-            ticker.record(elapsed, times, changes);
+            if times > 0 {
+                ticker.record(elapsed, times, changes);
+            }
             ticker.tick(sink.rows());
         }
     };

@@ -99,6 +99,14 @@ impl Backlog {
             Message::Progress(_) => 0,
         };
         let mut state = self.lock();
+        // Progress behind progress says only the later one: merged, a producer's heartbeats
+        // cannot grow the queue.
+        if let (Message::Progress(upto), Some(Message::Progress(last))) =
+            (&message, state.queue.back_mut())
+        {
+            *last = (*last).max(*upto);
+            return !state.abandoned;
+        }
         while !state.abandoned && !state.queue.is_empty() && state.queued + size > self.limit {
             state = self
                 .changed
@@ -260,6 +268,8 @@ fn read_stream(
     let mut open: Option<Open> = None;
     // The latest progress line: `(T, line)`.
     let mut progress: Option<(u64, usize)> = None;
+    // Every time below this is complete (the last completed time's successor, or progress).
+    let frontier = std::cell::Cell::new(0u64);
     let mut bytes = Vec::new();
     let mut line = 0;
     // Completes the open time: checks it and queues it. False if the workers are gone.
@@ -268,6 +278,8 @@ fn read_stream(
             return Ok(true);
         };
         multiplicities.apply_time(&done.group, name)?;
+        // Times stay below u64::MAX (the parser checks).
+        frontier.set(frontier.get().max(done.time + 1));
         let changes = done.group.iter().map(|(c, _)| (c.edge, c.diff)).collect();
         Ok(backlog.push(Message::Time {
             time: done.time,
@@ -328,14 +340,15 @@ fn read_stream(
                     .push((change, line));
             }
             Record::Progress(upto) => {
-                if progress.is_some_and(|(seen, _)| upto <= seen) {
-                    // Nothing new: earlier progress said as much.
-                    continue;
-                }
                 if open.as_ref().is_some_and(|current| current.time < upto) && !complete(&mut open)?
                 {
                     return Ok(());
                 }
+                if upto <= frontier.get() {
+                    // Nothing new: those times are complete already.
+                    continue;
+                }
+                frontier.set(upto);
                 progress = Some((upto, line));
                 if !backlog.push(Message::Progress(upto)) {
                     return Ok(());
@@ -409,6 +422,22 @@ mod tests {
             buf.extend_from_slice(line.as_bytes());
             Ok(line.len())
         }
+    }
+
+    #[test]
+    fn progress_that_says_nothing_new_is_skipped() {
+        // `@3` after time 5 completed, and heartbeats behind one another.
+        let (steps, error) = stream_steps("1,2,5,1\n1,2,6,1\n@3\n@8\n@9\n@9\n", 10);
+        assert_eq!(error, "");
+        let ends: Vec<u64> = steps
+            .iter()
+            .map(|(fed, _)| match fed {
+                Fed::Step { end, .. } => *end,
+                _ => unreachable!(),
+            })
+            .collect();
+        assert!(ends.windows(2).all(|w| w[0] < w[1]), "{ends:?}");
+        assert_eq!(ends.last(), Some(&9));
     }
 
     #[test]

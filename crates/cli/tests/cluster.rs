@@ -153,3 +153,82 @@ fn only_process_0_reads_the_input() {
     assert!(second.stdout.is_empty());
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A worker of process 1 meets a damaged spill file: process 1 says so and stops process 0
+/// (which would wait forever for its progress); both exit with 1, neither hangs.
+#[test]
+fn a_failed_worker_stops_the_other_processes() {
+    use std::io::{BufRead, BufReader, Write};
+    let hosts = hostfile("failed");
+    let spill = std::env::temp_dir().join(format!("ripple-cluster-{}-spill", std::process::id()));
+    let _ = std::fs::remove_dir_all(&spill);
+    std::fs::create_dir_all(&spill).unwrap();
+    let spill_arg = spill.to_str().unwrap();
+    let args = ["degrees", "--memory-budget", "0", "--spill-dir", spill_arg];
+    let mut first = ripple()
+        .args(args)
+        .args(["--input", "-", "-n", "2", "-p", "0", "-H"])
+        .arg(&hosts)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let second = spawn(&args, "1", &hosts);
+    let mut stdin = first.stdin.take().unwrap();
+    let mut stdout = BufReader::new(first.stdout.take().unwrap());
+    let mut text = String::new();
+    for node in 0..80_000u32 {
+        text.push_str(&format!("{node},{},0,1\n", node + 1));
+    }
+    text.push_str("@1\n");
+    stdin.write_all(text.as_bytes()).unwrap();
+    stdin.flush().unwrap();
+    let mut row = String::new();
+    stdout.read_line(&mut row).unwrap();
+    // Time 0 is complete: damage every file process 1 spilled.
+    let mut damaged = 0;
+    let of_second = format!("ripple-spill-{}-", second.id());
+    for run_dir in std::fs::read_dir(&spill).unwrap() {
+        let run_dir = run_dir.unwrap();
+        if !run_dir
+            .file_name()
+            .to_string_lossy()
+            .starts_with(&of_second)
+        {
+            continue;
+        }
+        for file in std::fs::read_dir(run_dir.path()).unwrap() {
+            let path = file.unwrap().path();
+            let mut bytes = std::fs::read(&path).unwrap();
+            let len = bytes.len();
+            for byte in &mut bytes[len / 8..len / 2] {
+                *byte ^= 0x5a;
+            }
+            std::fs::write(&path, bytes).unwrap();
+            damaged += 1;
+        }
+    }
+    assert!(damaged >= 1, "process 1 spilled nothing");
+    let mut text = String::new();
+    for node in 0..80_000u32 {
+        text.push_str(&format!("{node},{node},1,1\n"));
+    }
+    text.push_str("@2\n");
+    let _ = stdin.write_all(text.as_bytes());
+    let patience = Duration::from_secs(60);
+    let second = finish(second, patience);
+    drop(stdin);
+    drop(stdout);
+    let first = finish(first, patience);
+    for output in [&first, &second] {
+        assert_eq!(output.status.code(), Some(1), "{}", stderr(output));
+        assert!(!stderr(output).contains("panicked"), "{}", stderr(output));
+    }
+    assert!(
+        stderr(&first).contains("process 1") || stderr(&first).contains("batch-"),
+        "{}",
+        stderr(&first)
+    );
+    let _ = std::fs::remove_dir_all(&spill);
+}

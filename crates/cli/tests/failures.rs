@@ -260,3 +260,59 @@ fn worker_panics_are_reported_with_their_message() {
         other => panic!("expected the worker's panic, got {:?}", other.map(|_| ())),
     }
 }
+
+#[test]
+fn outputs_that_are_not_plain_files() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = scratch_dir("special");
+    let input = dir.join("in.csv");
+    std::fs::write(&input, "0,1,0,1\n").unwrap();
+    // `/dev/stdout` is written in place.
+    let output = ripple()
+        .arg("reach")
+        .arg("--input")
+        .arg(&input)
+        .args(["--output", "/dev/stdout"])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{output:?}");
+    assert_eq!(String::from_utf8_lossy(&output.stdout), "0,0,1\n1,0,1\n");
+    // A symbolic link is followed: the file it names gets the rows, keeping its permissions.
+    let target = dir.join("target.csv");
+    std::fs::write(&target, "old\n").unwrap();
+    std::fs::set_permissions(&target, std::fs::Permissions::from_mode(0o640)).unwrap();
+    let link = dir.join("link.csv");
+    std::os::unix::fs::symlink(&target, &link).unwrap();
+    let status = ripple()
+        .arg("reach")
+        .arg("--input")
+        .arg(&input)
+        .arg("--output")
+        .arg(&link)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    assert!(std::fs::symlink_metadata(&link)
+        .unwrap()
+        .file_type()
+        .is_symlink());
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "0,0,1\n1,0,1\n");
+    let mode = std::fs::metadata(&target).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o640);
+    // A stream whose input cannot be opened leaves its output file as it was.
+    let kept = dir.join("kept.csv");
+    std::fs::write(&kept, "kept\n").unwrap();
+    let output = ripple()
+        .args([
+            "reach",
+            "--input",
+            "/nonexistent/in.csv",
+            "--follow",
+            "--output",
+        ])
+        .arg(&kept)
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    assert_eq!(std::fs::read_to_string(&kept).unwrap(), "kept\n");
+}
