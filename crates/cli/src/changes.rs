@@ -179,7 +179,7 @@ impl Multiplicities {
             })?;
         }
         for (change, line) in group.iter().rev() {
-            let multiplicity = self.counts[&change.edge];
+            let multiplicity = self.counts.get(&change.edge).copied().unwrap_or(0);
             if multiplicity < 0 {
                 return Err(InputError::NegativeMultiplicity {
                     file: file.to_string(),
@@ -189,16 +189,6 @@ impl Multiplicities {
                     dst: change.edge.1,
                     multiplicity,
                 });
-            }
-        }
-        for (change, _) in group {
-            if self.counts.get(&change.edge) == Some(&0) {
-                self.counts.remove(&change.edge);
-            }
-            for node in [change.edge.0, change.edge.1] {
-                if self.degrees.get(&node) == Some(&(0, 0)) {
-                    self.degrees.remove(&node);
-                }
             }
         }
         Ok(())
@@ -230,12 +220,27 @@ impl Multiplicities {
                 return Err(format!("the edges of node {node}"));
             }
         }
-        self.counts.insert(change.edge, count);
-        self.degrees.insert(src, (src_out, src_in));
+        // Zero sums are not kept: the maps hold only the edges and nodes present.
+        set_or_remove(&mut self.counts, change.edge, count, 0);
+        set_or_remove(&mut self.degrees, src, (src_out, src_in), (0, 0));
         if src != dst {
-            self.degrees.insert(dst, (dst_out, dst_in));
+            set_or_remove(&mut self.degrees, dst, (dst_out, dst_in), (0, 0));
         }
         Ok(())
+    }
+}
+
+/// Sets `key` to `value` in `map`, or removes it when `value` is `zero`.
+fn set_or_remove<K: std::hash::Hash + Eq, V: PartialEq>(
+    map: &mut HashMap<K, V>,
+    key: K,
+    value: V,
+    zero: V,
+) {
+    if value == zero {
+        map.remove(&key);
+    } else {
+        map.insert(key, value);
     }
 }
 

@@ -396,23 +396,7 @@ fn a_damaged_spill_file_stops_the_run() {
     stdout.read_line(&mut first).unwrap();
     assert_eq!(first.split(',').nth(1), Some("0"), "{first}");
     // Time 0 is complete and its batches are on disk: damage every byte in their middles.
-    let run_dir = std::fs::read_dir(&spill)
-        .unwrap()
-        .next()
-        .unwrap()
-        .unwrap()
-        .path();
-    let mut damaged = 0;
-    for entry in std::fs::read_dir(&run_dir).unwrap() {
-        let path = entry.unwrap().path();
-        let mut bytes = std::fs::read(&path).unwrap();
-        let len = bytes.len();
-        for byte in &mut bytes[len / 8..len / 2] {
-            *byte ^= 0x5a;
-        }
-        std::fs::write(&path, bytes).unwrap();
-        damaged += 1;
-    }
+    let damaged = common::damage_spill_files(&spill, "ripple-spill-");
     assert!(damaged > 0, "nothing was spilled");
     // Time 1 changes every node's degree: the count reads its input back.
     let mut text = String::new();

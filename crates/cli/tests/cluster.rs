@@ -107,15 +107,7 @@ fn a_process_that_never_starts_times_out() {
 #[test]
 fn a_process_killed_mid_run_ends_the_others() {
     let hosts = hostfile("killed");
-    let args = [
-        "bfs",
-        "--nodes",
-        "100000",
-        "--edges",
-        "400000",
-        "--updates",
-        "1000000",
-    ];
+    let args = common::LONG_BFS;
     let first = spawn(&args, "0", &hosts);
     let mut second = spawn(&args, "1", &hosts);
     std::thread::sleep(Duration::from_millis(1500));
@@ -187,28 +179,8 @@ fn a_failed_worker_stops_the_other_processes() {
     let mut row = String::new();
     stdout.read_line(&mut row).unwrap();
     // Time 0 is complete: damage every file process 1 spilled.
-    let mut damaged = 0;
     let of_second = format!("ripple-spill-{}-", second.id());
-    for run_dir in std::fs::read_dir(&spill).unwrap() {
-        let run_dir = run_dir.unwrap();
-        if !run_dir
-            .file_name()
-            .to_string_lossy()
-            .starts_with(&of_second)
-        {
-            continue;
-        }
-        for file in std::fs::read_dir(run_dir.path()).unwrap() {
-            let path = file.unwrap().path();
-            let mut bytes = std::fs::read(&path).unwrap();
-            let len = bytes.len();
-            for byte in &mut bytes[len / 8..len / 2] {
-                *byte ^= 0x5a;
-            }
-            std::fs::write(&path, bytes).unwrap();
-            damaged += 1;
-        }
-    }
+    let damaged = common::damage_spill_files(&spill, &of_second);
     assert!(damaged >= 1, "process 1 spilled nothing");
     let mut text = String::new();
     for node in 0..80_000u32 {

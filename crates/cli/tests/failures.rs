@@ -16,6 +16,13 @@ fn scratch_dir(name: &str) -> PathBuf {
     common::scratch_dir("fail", name)
 }
 
+/// `ripple reach --input FILE`.
+fn reach_on(input: &std::path::Path) -> Command {
+    let mut command = ripple();
+    command.arg("reach").arg("--input").arg(input);
+    command
+}
+
 fn files_in(dir: &PathBuf) -> Vec<String> {
     let mut names: Vec<String> = std::fs::read_dir(dir)
         .unwrap()
@@ -80,15 +87,7 @@ fn stopped_by(signal: &str, code: i32) {
     let out = dir.join("out.csv");
     std::fs::write(&out, "the previous output\n").unwrap();
     let child = ripple()
-        .args([
-            "bfs",
-            "--nodes",
-            "100000",
-            "--edges",
-            "400000",
-            "--updates",
-            "1000000",
-        ])
+        .args(common::LONG_BFS)
         .arg("--output")
         .arg(&out)
         .stderr(Stdio::piped())
@@ -155,14 +154,7 @@ fn outputs_are_checked_before_the_input_is_read() {
     std::fs::write(&out, "kept\n").unwrap();
     let input = dir.join("in.csv");
     std::fs::write(&input, "0,1,0,1\n0,1,x,1\n").unwrap();
-    let output = ripple()
-        .arg("reach")
-        .arg("--input")
-        .arg(&input)
-        .arg("--output")
-        .arg(&out)
-        .output()
-        .unwrap();
+    let output = reach_on(&input).arg("--output").arg(&out).output().unwrap();
     assert_eq!(output.status.code(), Some(2));
     assert_eq!(std::fs::read_to_string(&out).unwrap(), "kept\n");
     assert_eq!(files_in(&dir), ["in.csv", "out.csv"]);
@@ -174,32 +166,17 @@ fn first_lines_help_and_argument_edges() {
     let input = dir.join("in.csv");
     // A byte-order mark and a header are skipped.
     std::fs::write(&input, "\u{feff}src,dst,time,diff\n0,1,0,1\n").unwrap();
-    let output = ripple()
-        .arg("reach")
-        .arg("--input")
-        .arg(&input)
-        .output()
-        .unwrap();
+    let output = reach_on(&input).output().unwrap();
     assert!(output.status.success(), "{output:?}");
     assert_eq!(String::from_utf8_lossy(&output.stdout), "0,0,1\n1,0,1\n");
     // Another header gets a hint.
     std::fs::write(&input, "from,to,at,change\n0,1,0,1\n").unwrap();
-    let output = ripple()
-        .arg("reach")
-        .arg("--input")
-        .arg(&input)
-        .output()
-        .unwrap();
+    let output = reach_on(&input).output().unwrap();
     assert_eq!(output.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&output.stderr).contains("a header line?"));
     // An empty input has the roots at time 0, as any other input.
     std::fs::write(&input, "").unwrap();
-    let output = ripple()
-        .arg("reach")
-        .arg("--input")
-        .arg(&input)
-        .output()
-        .unwrap();
+    let output = reach_on(&input).output().unwrap();
     assert_eq!(String::from_utf8_lossy(&output.stdout), "0,0,1\n");
     // -h is help; --version works on a computation; -w is bounded; --batch takes any u64.
     let help = ripple().args(["bfs", "-h"]).output().unwrap();
@@ -268,10 +245,7 @@ fn outputs_that_are_not_plain_files() {
     let input = dir.join("in.csv");
     std::fs::write(&input, "0,1,0,1\n").unwrap();
     // `/dev/stdout` is written in place.
-    let output = ripple()
-        .arg("reach")
-        .arg("--input")
-        .arg(&input)
+    let output = reach_on(&input)
         .args(["--output", "/dev/stdout"])
         .output()
         .unwrap();
@@ -283,10 +257,7 @@ fn outputs_that_are_not_plain_files() {
     std::fs::set_permissions(&target, std::fs::Permissions::from_mode(0o640)).unwrap();
     let link = dir.join("link.csv");
     std::os::unix::fs::symlink(&target, &link).unwrap();
-    let status = ripple()
-        .arg("reach")
-        .arg("--input")
-        .arg(&input)
+    let status = reach_on(&input)
         .arg("--output")
         .arg(&link)
         .status()
