@@ -25,7 +25,9 @@ use crate::chunk::{ChunkWriter, Stash, CHUNK_BYTES_MIN};
 use crate::chunker::Chunker;
 use crate::extract::{extract, frontier_of, is_kept};
 use crate::merger::merge;
+use ripple_storage::Storage;
 use ripple_updates::{Antichain, AntichainRef, PartialOrder, Update, Updates, UpdatesView};
+use std::sync::Arc;
 
 /// Tuning for a merge batcher. Passed in, never a global.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -93,6 +95,18 @@ pub struct MergeBatcher<U: Update> {
     /// Bytes the batcher's owner holds for the same collection elsewhere, counted with the
     /// batcher's own when sizing the chunker's forms ([`MergeBatcher::set_context_bytes`]).
     context_bytes: usize,
+    /// The process's storage tier, if chains may be written out ([`MergeBatcher::set_storage`]).
+    storage: Option<Arc<Storage>>,
+    /// The bytes of in-memory chains last reported to `storage`.
+    reported_bytes: usize,
+}
+
+impl<U: Update> Drop for MergeBatcher<U> {
+    fn drop(&mut self) {
+        if let Some(storage) = &self.storage {
+            storage.account(0, self.reported_bytes);
+        }
+    }
 }
 
 impl<U: Update> MergeBatcher<U> {
@@ -109,7 +123,25 @@ impl<U: Update> MergeBatcher<U> {
             frontier: Antichain::new(),
             lower: Antichain::from_elem(U::Time::minimum()),
             context_bytes: 0,
+            storage: None,
+            reported_bytes: 0,
         }
+    }
+
+    /// Gives the batcher the process's storage tier. Its chains in memory then count toward
+    /// the tier's budget with the spines' batches, and while the process is over budget the
+    /// batcher writes its largest chain in memory out to a spill file (chains under
+    /// `StorageSettings::spill_min_bytes` stay), after pushes and at seals; merges and
+    /// splits of stored chains stream from file to file, and a seal over budget hands out
+    /// its chain stored. So a collection far larger than memory can wait for its time to
+    /// complete (a whole graph loaded at one time) with about a chunk per chain in memory.
+    pub fn set_storage(&mut self, storage: Option<Arc<Storage>>) {
+        if let Some(old) = &self.storage {
+            old.account(0, self.reported_bytes);
+        }
+        self.reported_bytes = 0;
+        self.storage = storage;
+        self.spill_while_over_budget();
     }
 
     /// Says how many bytes the batcher's owner holds beside it for the same collection (an
@@ -195,7 +227,54 @@ impl<U: Update> MergeBatcher<U> {
         // Between seals a batcher holds its data and at most a small rows buffer: scratch and
         // stashed allocations go.
         self.release_scratch();
-        ship
+        self.spill_shipped(ship)
+    }
+
+    /// Hands out `ship`, written out first if the process is over its budget with it (its
+    /// owner would build a batch of it beside it).
+    fn spill_shipped(&mut self, ship: Chain<U>) -> Chain<U> {
+        let Some(storage) = self.storage.clone() else {
+            return ship;
+        };
+        let bytes = ship.memory_bytes();
+        storage.account(bytes, 0);
+        let over = storage.over_budget() && bytes >= storage.settings().spill_min_bytes;
+        storage.account(0, bytes);
+        if over {
+            let ship = ship.spill(&storage, &mut self.stash);
+            self.stash.clear();
+            ship
+        } else {
+            ship
+        }
+    }
+
+    /// Reports the bytes of chains in memory to the storage tier, and writes out the largest
+    /// chain in memory while the process is over budget (see [`MergeBatcher::set_storage`]).
+    fn spill_while_over_budget(&mut self) {
+        let Some(storage) = self.storage.clone() else {
+            return;
+        };
+        loop {
+            let bytes = self.all_chains().map(Chain::memory_bytes).sum();
+            storage.account(bytes, self.reported_bytes);
+            self.reported_bytes = bytes;
+            if !storage.over_budget() {
+                return;
+            }
+            let least = storage.settings().spill_min_bytes.max(1);
+            let ladder = self.chains.iter_mut();
+            let kept = self.kept.iter_mut().map(|(chain, _)| chain);
+            let Some(largest) = ladder
+                .chain(kept)
+                .filter(|chain| chain.memory_bytes() >= least)
+                .max_by_key(|chain| chain.memory_bytes())
+            else {
+                return;
+            };
+            let chain = std::mem::take(largest);
+            *largest = chain.spill(&storage, &mut self.stash);
+        }
     }
 
     /// The antichain of the times of held updates, as of the last seal.
@@ -259,8 +338,13 @@ impl<U: Update> MergeBatcher<U> {
     }
 
     fn insert_ready(&mut self) {
+        let mut inserted = false;
         while let Some(chain) = self.chunker.pop_ready() {
             self.insert_chain(chain);
+            inserted = true;
+        }
+        if inserted {
+            self.spill_while_over_budget();
         }
     }
 

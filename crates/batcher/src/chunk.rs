@@ -169,7 +169,18 @@ impl<U: Update> Stash<U> {
     /// A chunk holding a copy of `contents`: a stashed buffer that fits them, or a fresh
     /// allocation of exactly their size.
     fn chunk_from(&mut self, contents: &Updates<U>, lens: &[usize]) -> Chunk<U> {
-        let view = contents.view();
+        self.copy_with_lens(contents.view(), lens)
+    }
+
+    /// A chunk holding a copy of `view` (a chunk read back from a spill file), as
+    /// [`Stash::chunk_from`] makes one.
+    pub(crate) fn copy_of(&mut self, view: UpdatesView<'_, U>) -> Chunk<U> {
+        let mut lens = Vec::new();
+        slice_lens(view, &mut lens);
+        self.copy_with_lens(view, &lens)
+    }
+
+    fn copy_with_lens(&mut self, view: UpdatesView<'_, U>, lens: &[usize]) -> Chunk<U> {
         let (mut updates, capacity) = match self
             .buffers
             .iter()

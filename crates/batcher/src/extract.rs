@@ -7,11 +7,12 @@
 //! are split into runs, each copied column by column, and the writers ship a chunk whenever it
 //! reaches its size, so no output chunk grows past the threshold.
 
-use crate::chain::Chain;
+use crate::chain::{Chain, ChainSink, Link};
 use crate::chunk::{Chunk, ChunkWriter, Stash};
 use columnar::{Columnar, Index, Len};
 use ripple_updates::{Antichain, AntichainRef, PartialOrder, Update, UpdatesView};
 use std::ops::Range;
+use std::sync::Arc;
 use timely::progress::Timestamp;
 
 /// Below this average run length a mixed chunk is copied by index lists rather than by runs.
@@ -28,7 +29,7 @@ pub(crate) fn is_kept<T: PartialOrder>(upper: AntichainRef<'_, T>, time: &T) -> 
 }
 
 /// Splits `chain` by `upper`: returns `(ship, keep)` and sets `frontier` to the antichain of
-/// the times in `keep`.
+/// the times in `keep`. A stored chain is split chunk by chunk into two stored chains.
 pub fn extract<U: Update>(
     chain: Chain<U>,
     upper: AntichainRef<'_, U::Time>,
@@ -37,6 +38,31 @@ pub fn extract<U: Update>(
     keep_writer: &mut ChunkWriter<U>,
     stash: &mut Stash<U>,
 ) -> (Chain<U>, Chain<U>) {
+    if let Some(storage) = chain.storage().cloned() {
+        let mut ship = ChainSink::new(Some(Arc::clone(&storage)));
+        let mut keep = ChainSink::new(Some(storage));
+        frontier.clear();
+        let mut part_frontier = Antichain::new();
+        for link in chain.into_links() {
+            // One chunk in memory at a time, split as a chain of its own.
+            let part = Chain::from_links(vec![Link::Memory(link.load(stash))]);
+            let (ship_part, keep_part) = extract(
+                part,
+                upper,
+                &mut part_frontier,
+                ship_writer,
+                keep_writer,
+                stash,
+            );
+            for (sink, part) in [(&mut ship, ship_part), (&mut keep, keep_part)] {
+                for link in part.into_links() {
+                    sink.push_link(link, stash);
+                }
+            }
+            frontier.extend(part_frontier.iter().cloned());
+        }
+        return (ship.finish(stash), keep.finish(stash));
+    }
     frontier.clear();
     let decisions = Decisions::of(&chain, upper);
     let kept_count = decisions.kept_count();
@@ -59,7 +85,7 @@ pub fn extract<U: Update>(
     let mut flags: Vec<bool> = Vec::new();
     let mut offset = 0;
     let summaries = decisions.summaries.iter();
-    for (chunk, &(kept_here, runs)) in chain.into_chunks().into_iter().zip(summaries) {
+    for (chunk, &(kept_here, runs)) in chain.into_chunks().zip(summaries) {
         let view = chunk.view();
         let bits = offset..offset + view.len();
         offset = bits.end;
@@ -114,8 +140,8 @@ impl Decisions {
         let mut kept_bits: Vec<u64> = Vec::with_capacity(chain.len().div_ceil(64));
         // The word being filled and the number of its bits filled so far.
         let (mut word, mut bits) = (0u64, 0u32);
-        let mut summaries: Vec<(usize, usize)> = Vec::with_capacity(chain.chunks().len());
-        for chunk in chain.chunks() {
+        let mut summaries: Vec<(usize, usize)> = Vec::with_capacity(chain.chunk_count());
+        for chunk in chain.memory_chunks() {
             let times = chunk.view().times;
             let (mut kept_here, mut runs) = (0, 0);
             let mut previous = None;
@@ -244,8 +270,8 @@ pub(crate) fn frontier_of<U: Update>(chain: &Chain<U>, frontier: &mut Antichain<
     // access, and most times are already covered by an element found earlier.
     let mut least: Vec<U::Time> = Vec::new();
     let mut time = U::Time::minimum();
-    for chunk in chain.chunks() {
-        let times = chunk.view().times;
+    chain.for_each_view(|view| {
+        let times = view.times;
         for index in 0..times.len() {
             time.copy_from(times.get(index));
             if !least.iter().any(|f| f.less_equal(&time)) {
@@ -253,6 +279,6 @@ pub(crate) fn frontier_of<U: Update>(chain: &Chain<U>, frontier: &mut Antichain<
                 least.push(time.clone());
             }
         }
-    }
+    });
     frontier.extend(least);
 }

@@ -5,7 +5,8 @@
 //!
 //! - [`chunk`]: a [`Chunk`] is a bounded, sorted, consolidated columnar run; the [`ChunkWriter`]
 //!   fills chunks to a byte size and the [`Stash`] recycles their allocations.
-//! - [`chain`]: a [`Chain`] is a sorted sequence of chunks.
+//! - [`chain`]: a [`Chain`] is a sorted sequence of chunks, in memory or in spill files.
+//! - [`spill`]: chains written out when the process is over its memory budget.
 //! - [`chunker`]: unsorted input to sorted chains.
 //! - [`merger`]: two chains to one, galloping through runs, passing whole chunks through.
 //! - [`extract`]: one chain to two, by a frontier.
@@ -35,6 +36,7 @@ pub mod chunk;
 pub mod chunker;
 pub mod extract;
 pub mod merger;
+pub mod spill;
 
 pub use batcher::{BatcherConfig, MergeBatcher};
 pub use chain::Chain;

@@ -23,7 +23,7 @@
 //! Each input chunk is recycled into the stash as soon as it is consumed, so the merge holds
 //! about one chunk more than its inputs at any moment.
 
-use crate::chain::Chain;
+use crate::chain::{Chain, ChainSink, Link};
 use crate::chunk::{Chunk, ChunkWriter, Stash};
 use columnar::Columnar;
 use columnar::Len;
@@ -64,22 +64,29 @@ pub(crate) fn gallop(lower: usize, upper: usize, before: impl Fn(usize) -> bool)
     high
 }
 
-/// One side of a merge: the chunks not yet started, and the current chunk with a position.
+/// One side of a merge: the chunks not yet started, and the current chunk with a position
+/// (read back from its spill file if it is stored).
 struct Side<U: Update> {
-    rest: std::vec::IntoIter<Chunk<U>>,
+    rest: std::vec::IntoIter<Link<U>>,
     head: Option<Chunk<U>>,
     position: usize,
 }
 
 impl<U: Update> Side<U> {
-    fn new(chain: Chain<U>) -> Self {
-        let mut rest = chain.into_chunks().into_iter();
-        let head = rest.next();
-        Self {
-            rest,
-            head,
+    fn new(chain: Chain<U>, stash: &mut Stash<U>) -> Self {
+        let mut side = Self {
+            rest: chain.into_links().into_iter(),
+            head: None,
             position: 0,
-        }
+        };
+        side.next_head(stash);
+        side
+    }
+
+    /// Makes the next chunk the current one.
+    fn next_head(&mut self, stash: &mut Stash<U>) {
+        self.head = self.rest.next().map(|link| link.load(stash));
+        self.position = 0;
     }
 
     /// Moves to the next chunk if the current one is consumed, recycling it.
@@ -88,14 +95,14 @@ impl<U: Update> Side<U> {
         if let Some(chunk) = &self.head {
             if self.position == chunk.len() {
                 stash.recycle(self.head.take().expect("head checked above"));
-                self.head = self.rest.next();
-                self.position = 0;
+                self.next_head(stash);
             }
         }
     }
 }
 
 /// Merges chains `a` and `b` into one chain, consolidating equal `(key, val, time)` triples.
+/// If either is stored, so is the merged chain: it is written out as it is made.
 pub fn merge<U: Update>(
     a: Chain<U>,
     b: Chain<U>,
@@ -103,10 +110,11 @@ pub fn merge<U: Update>(
     stash: &mut Stash<U>,
 ) -> Chain<U> {
     debug_assert!(writer.is_empty(), "merge starts with an empty writer");
-    let mut output = Vec::with_capacity(a.chunks().len() + b.chunks().len());
+    let storage = a.storage().or(b.storage()).cloned();
+    let mut output = ChainSink::new(storage);
     writer.expect(a.byte_len() + b.byte_len(), a.len() + b.len());
-    let mut a = Side::new(a);
-    let mut b = Side::new(b);
+    let mut a = Side::new(a, stash);
+    let mut b = Side::new(b, stash);
 
     while let (Some(chunk_a), Some(chunk_b)) = (&a.head, &b.head) {
         let view_a = chunk_a.view();
@@ -115,16 +123,18 @@ pub fn merge<U: Update>(
         if a.position == 0 && view_a.cmp_at(view_a.len() - 1, &view_b, b.position) == Ordering::Less
         {
             // Ship what the writer holds (it all sorts before this chunk), then the chunk.
-            writer.flush(&mut output, stash);
-            output.push(a.head.take().expect("head matched above"));
-            a.head = a.rest.next();
+            writer.flush(&mut output.chunks, stash);
+            let chunk = a.head.take().expect("head matched above");
+            output.push_link(Link::Memory(chunk), stash);
+            a.next_head(stash);
             continue;
         }
         if b.position == 0 && view_b.cmp_at(view_b.len() - 1, &view_a, a.position) == Ordering::Less
         {
-            writer.flush(&mut output, stash);
-            output.push(b.head.take().expect("head matched above"));
-            b.head = b.rest.next();
+            writer.flush(&mut output.chunks, stash);
+            let chunk = b.head.take().expect("head matched above");
+            output.push_link(Link::Memory(chunk), stash);
+            b.next_head(stash);
             continue;
         }
 
@@ -151,7 +161,8 @@ pub fn merge<U: Update>(
             ),
         };
         if full {
-            writer.flush(&mut output, stash);
+            writer.flush(&mut output.chunks, stash);
+            output.settle(stash);
         }
         a.advance_if_done(stash);
         b.advance_if_done(stash);
@@ -162,8 +173,8 @@ pub fn merge<U: Update>(
     for side in [&mut a, &mut b] {
         if let Some(chunk) = side.head.take() {
             if side.position == 0 {
-                writer.flush(&mut output, stash);
-                output.push(chunk);
+                writer.flush(&mut output.chunks, stash);
+                output.push_link(Link::Memory(chunk), stash);
             } else {
                 let view = chunk.view();
                 while side.position < view.len() {
@@ -172,17 +183,20 @@ pub fn merge<U: Update>(
                     writer.updates().extend_from(view, side.position..end);
                     side.position = end;
                     if writer.is_full() {
-                        writer.flush(&mut output, stash);
+                        writer.flush(&mut output.chunks, stash);
+                        output.settle(stash);
                     }
                 }
                 stash.recycle(chunk);
             }
         }
-        writer.flush(&mut output, stash);
-        Extend::extend(&mut output, side.rest.by_ref());
+        writer.flush(&mut output.chunks, stash);
+        for link in side.rest.by_ref() {
+            output.push_link(link, stash);
+        }
     }
 
-    Chain::from_chunks(output)
+    output.finish(stash)
 }
 
 /// Merges from two chunks into the writer until one chunk is consumed or the writer is full.

@@ -17,6 +17,7 @@ use crate::source::{Fed, Feed, Source};
 use crate::stats::{peak_resident_bytes, RunReport, Ticker};
 use ripple_dataflow::exchange::exchange_by;
 use ripple_dataflow::{Collection, InputSession, RippleConfig, UpdateContainer};
+use ripple_updates::consolidate::consolidate_owned_triples;
 use std::cell::RefCell;
 use std::io::Write;
 use std::net::TcpStream;
@@ -220,6 +221,9 @@ fn drop_dataflows(worker: &mut Worker) {
 /// How long a waiting worker sleeps before it looks whether another one failed.
 const ABORT_POLL: Duration = Duration::from_millis(50);
 
+/// How many changes of one step worker 0 feeds before it lets the dataflow take them in.
+const STEP_EVERY_CHANGES: usize = 1 << 18;
+
 /// The error of a worker stopped because another failed.
 fn stopped(worker: &mut Worker) -> RunError {
     drop_dataflows(worker);
@@ -302,10 +306,18 @@ fn drive(
                 .map_or(poll, |ticker| ticker.due().min(poll)),
         );
         let mut began = Instant::now();
+        let mut pushed = 0usize;
         let fed = feed.feed(max_times, deadline, &mut |edge, time, diff| {
             edges.update_at(edge, time, diff).expect(
                 "a feed hands out complete times in order, none before the last step's end",
             );
+            pushed += 1;
+            if pushed.is_multiple_of(STEP_EVERY_CHANGES) {
+                // A big step (the load of a graph) moves into the arrangements' batchers as
+                // it is fed, where a storage budget bounds it, instead of queueing whole.
+                edges.flush();
+                worker.step();
+            }
         });
         let (end, times, changes) = match fed {
             Err(error) => break Some(error),
@@ -382,6 +394,9 @@ fn drive(
     Ok(Some(report))
 }
 
+/// The least number of gathered rows consolidated at once.
+const GATHER_CONSOLIDATE_MIN: usize = 1 << 20;
+
 /// Sends every output update to worker 0's `rows`; the probe returned passes a time only once
 /// worker 0 holds every update before it.
 fn gather<'s>(output: Collection<'s, u64, Value>, rows: Rc<RefCell<Vec<Row>>>) -> ProbeHandle<u64> {
@@ -391,9 +406,18 @@ fn gather<'s>(output: Collection<'s, u64, Value>, rows: Rc<RefCell<Vec<Row>>>) -
             exchange_by(|_| 0),
             "Gather",
             move |_capability, _info| {
+                // Rows are consolidated whenever they have doubled since the last time (and
+                // number a million or more), so that worker 0 holds about as many as the
+                // output has distinct rows, not one per update sent (bfs sends a row per node).
+                let mut consolidate_at = GATHER_CONSOLIDATE_MIN;
                 move |input, _output| {
+                    let mut rows = rows.borrow_mut();
                     input.for_each(|_capability, container| {
-                        rows.borrow_mut().extend(container.rows());
+                        rows.extend(container.rows());
+                        if rows.len() >= consolidate_at {
+                            consolidate_owned_triples(&mut rows);
+                            consolidate_at = (2 * rows.len()).max(GATHER_CONSOLIDATE_MIN);
+                        }
                     });
                 }
             },

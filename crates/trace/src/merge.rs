@@ -73,6 +73,9 @@ pub struct Merge<U: Update> {
     advance: [bool; 2],
 }
 
+/// How many keys a merge with a stored input takes between lettings go of its pins.
+const STORED_SLICE_KEYS: usize = 1 << 12;
+
 impl<U: Update> Merge<U> {
     /// Starts merging `older` with `newer`, which must follow it (`older.upper == newer.lower`),
     /// advancing times by `since`.
@@ -169,40 +172,55 @@ impl<U: Update> Merge<U> {
             advance,
         } = self;
         let since = description.since.borrow();
-        // Of the blocks the inputs' handles pinned so far, only the current ones are kept: a
-        // merge of stored batches holds a block of each at a time, and does not read the one
-        // it stopped in again.
-        for (input, (key, from)) in [&mut *older, &mut *newer].into_iter().zip(
-            [*older_key, *newer_key]
-                .into_iter()
-                .zip(pinned_from.iter_mut()),
-        ) {
-            let current = input.block_of_key(key);
-            input.unpin(*from..current);
-            *from = current;
+        // A stored input is merged a slice of keys at a time, its pins let go between slices:
+        // a merge's fuel (all of it, when the merge is finished at once) would otherwise pin
+        // every block it reads.
+        let slice_keys = if older.is_stored() || newer.is_stored() {
+            STORED_SLICE_KEYS
+        } else {
+            usize::MAX
+        };
+        loop {
+            // Of the blocks the inputs' handles pinned so far, only the current ones are kept:
+            // a merge of stored batches holds a block of each at a time, and does not read the
+            // one it stopped in again.
+            for (input, (key, from)) in [&mut *older, &mut *newer].into_iter().zip(
+                [*older_key, *newer_key]
+                    .into_iter()
+                    .zip(pinned_from.iter_mut()),
+            ) {
+                let current = input.block_of_key(key);
+                input.unpin(*from..current);
+                *from = current;
+            }
+            let mut a = older.cursor_at(*older_key);
+            let mut b = newer.cursor_at(*newer_key);
+            let mut slice = slice_keys;
+            while *fuel > 0 && slice > 0 {
+                let (key, from_a, from_b) = match (a.get_key(), b.get_key()) {
+                    (None, None) => break,
+                    (Some(ka), None) => (ka, true, false),
+                    (None, Some(kb)) => (kb, false, true),
+                    (Some(ka), Some(kb)) => match ka.cmp(&kb) {
+                        Ordering::Less => (ka, true, false),
+                        Ordering::Greater => (kb, false, true),
+                        Ordering::Equal => (ka, true, true),
+                    },
+                };
+                let inputs = (from_a.then_some(&mut a), from_b.then_some(&mut b));
+                let spent = output.push_key(key, |builder| {
+                    merge_key(builder, scratch, since, *advance, inputs.0, inputs.1)
+                });
+                *fuel -= spent.max(1) as isize;
+                slice -= 1;
+            }
+            *older_key = a.key_index();
+            *newer_key = b.key_index();
+            let done = !a.key_valid() && !b.key_valid();
+            if done || *fuel <= 0 {
+                return done;
+            }
         }
-        let mut a = older.cursor_at(*older_key);
-        let mut b = newer.cursor_at(*newer_key);
-        while *fuel > 0 {
-            let (key, from_a, from_b) = match (a.get_key(), b.get_key()) {
-                (None, None) => break,
-                (Some(ka), None) => (ka, true, false),
-                (None, Some(kb)) => (kb, false, true),
-                (Some(ka), Some(kb)) => match ka.cmp(&kb) {
-                    Ordering::Less => (ka, true, false),
-                    Ordering::Greater => (kb, false, true),
-                    Ordering::Equal => (ka, true, true),
-                },
-            };
-            let inputs = (from_a.then_some(&mut a), from_b.then_some(&mut b));
-            let spent = output.push_key(key, |builder| {
-                merge_key(builder, scratch, since, *advance, inputs.0, inputs.1)
-            });
-            *fuel -= spent.max(1) as isize;
-        }
-        *older_key = a.key_index();
-        *newer_key = b.key_index();
-        !a.key_valid() && !b.key_valid()
     }
 
     /// Completes the merge, however much work remains, and returns the merged batch.

@@ -4,11 +4,13 @@
 
 use crate::batch::Batch;
 use crate::block;
+use crate::cursor::BatchCursor;
 use crate::description::Description;
 use crate::stored::StoredBatch;
-use crate::writer::write_batch;
+use crate::writer::{write_batch, BatchWriter};
+use columnar::Columnar;
 use ripple_storage::{Storage, StorageError};
-use ripple_updates::{Antichain, Update};
+use ripple_updates::{Antichain, Update, Updates, UpdatesView};
 use std::sync::Arc;
 
 impl<U: Update> Batch<U> {
@@ -28,6 +30,52 @@ impl<U: Update> Batch<U> {
             settings.block_updates,
             settings.filters,
         )?;
+        Self::open_written(storage, id, name, bytes)
+    }
+
+    /// Writes the sorted, consolidated updates of `parts` (in order, as a sealed chain's
+    /// chunks hand them out: one key's updates may go on from one part into the next) as a
+    /// new batch file of `storage` for `description`, block by block, and returns it as a
+    /// stored batch. On error no file is left.
+    pub fn write_sorted(
+        storage: &Arc<Storage>,
+        description: &Description<U::Time>,
+        parts: impl IntoIterator<Item = Updates<U>>,
+    ) -> Result<Batch<U>, StorageError> {
+        let (id, name) = storage.new_file();
+        let settings = storage.settings();
+        let mut writer = BatchWriter::<U>::new(
+            storage.store(),
+            &name,
+            settings.block_updates,
+            settings.filters,
+        )?;
+        // The updates of the last key of the parts so far, which the next part may continue.
+        let mut open = Updates::<U>::default();
+        for part in parts {
+            let mut start = 0;
+            while start < part.len() {
+                let end = key_end(&part, start);
+                if !open.is_empty() && !same_key(&open, &part, start) {
+                    push_key_of(&mut writer, open.view(), 0..open.len())?;
+                    open.clear();
+                }
+                if end < part.len() && open.is_empty() {
+                    push_key_of(&mut writer, part.view(), start..end)?;
+                } else {
+                    open.extend_from(part.view(), start..end);
+                    if end < part.len() {
+                        push_key_of(&mut writer, open.view(), 0..open.len())?;
+                        open.clear();
+                    }
+                }
+                start = end;
+            }
+        }
+        if !open.is_empty() {
+            push_key_of(&mut writer, open.view(), 0..open.len())?;
+        }
+        let bytes = writer.finish(description)?;
         Self::open_written(storage, id, name, bytes)
     }
 
@@ -79,6 +127,34 @@ impl<U: Update> Batch<U> {
             .map_or(0, |(stored, _)| stored.block_holding(key))
     }
 
+    /// Calls `visit` on every key, in order, with at most one block of a stored batch pinned
+    /// at a time (see [`Batch::for_each_key_run`]).
+    pub fn for_each_key(&self, mut visit: impl FnMut(columnar::Ref<'_, U::Key>)) {
+        self.for_each_key_run(|cursor, keys| {
+            for _ in 0..keys {
+                visit(cursor.key());
+                cursor.step_key();
+            }
+        });
+    }
+
+    /// Calls `visit` with a cursor at the first key of each run of keys and the number of
+    /// keys in the run, in order: a run per block of a stored batch, read through a handle of
+    /// its own that is dropped after the run, so a reader of a batch of any size pins at most
+    /// one block; one run of all keys in memory.
+    pub fn for_each_key_run(&self, mut visit: impl FnMut(&mut BatchCursor<'_, U>, usize)) {
+        let Some((stored, _)) = self.stored() else {
+            visit(&mut self.cursor(), self.key_count());
+            return;
+        };
+        for block in 0..stored.block_count() {
+            let index = stored.index();
+            let (start, end) = (index.key_start(block), index.key_start(block + 1));
+            let handle = self.clone();
+            visit(&mut handle.cursor_at(start), end - start);
+        }
+    }
+
     /// Lets go of this handle's pins of the blocks `blocks` of a stored batch: a reader that
     /// moves forward through the batch (a merge) keeps only the block it is in. Takes `&mut`,
     /// so no reference into those blocks can be alive.
@@ -111,4 +187,33 @@ fn empty_block<U: Update>() -> Vec<u64> {
     let nothing = Batch::<U>::empty(Description::new(Antichain::new(), Antichain::new()));
     block::encode(nothing.view().expect("in memory"), &mut words);
     words
+}
+
+/// The end of the run of updates of `updates` sharing the key of update `start`.
+fn key_end<U: Update>(updates: &Updates<U>, start: usize) -> usize {
+    let view = updates.view();
+    let key = view.key(start);
+    (start + 1..view.len())
+        .find(|&index| view.key(index) != key)
+        .unwrap_or(view.len())
+}
+
+/// True when the key of `open`'s updates is that of update `index` of `part`.
+fn same_key<U: Update>(open: &Updates<U>, part: &Updates<U>, index: usize) -> bool {
+    open.view().key(0) == part.view().key(index)
+}
+
+/// Appends the updates `range` of `view`, all of one key, to the batch file being written.
+fn push_key_of<U: Update>(
+    writer: &mut BatchWriter<U>,
+    view: UpdatesView<'_, U>,
+    range: std::ops::Range<usize>,
+) -> Result<(), StorageError> {
+    writer.push_key(view.key(range.start), |builder| {
+        for index in range {
+            let time = U::Time::into_owned(view.time(index));
+            let diff = U::Diff::into_owned(view.diff(index));
+            builder.push(view.key(index), view.val(index), &time, &diff);
+        }
+    })
 }

@@ -42,6 +42,17 @@ impl<U: Update> TraceSnapshot<U> {
         &self.batches
     }
 
+    /// Lets go of this snapshot's pins of stored blocks. A reader that has finished with the
+    /// blocks it read (a join between two runs of probes, which move forward) keeps no more
+    /// of them in memory than the block cache does; they are read again if needed. Takes
+    /// `&mut`, so no reference into a block can be alive.
+    pub fn unpin_all(&mut self) {
+        for batch in &mut self.batches {
+            let blocks = batch.block_count();
+            batch.unpin(0..blocks);
+        }
+    }
+
     /// The batches, oldest first, taken out of the snapshot (to split or cut it without
     /// cloning the handles again).
     pub fn into_batches(self) -> Vec<Batch<U>> {

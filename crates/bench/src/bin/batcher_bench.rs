@@ -117,13 +117,12 @@ fn fold_update<R: Record>(
 
 fn ripple_checksum<R: Record>(chain: &Chain<RippleUpdate<R>>) -> (usize, u64) {
     let mut checksum = (0, 0);
-    for chunk in chain.chunks() {
-        let view = chunk.view();
+    chain.for_each_view(|view| {
         for index in 0..view.len() {
             let (key, val, time, diff) = view.row(index);
             fold_update::<R>(&mut checksum, &key, &val, time, diff);
         }
-    }
+    });
     checksum
 }
 

@@ -127,9 +127,7 @@ fn ripple_build<K: TraceKey + ripple_updates::Data>(
         );
         let chain = batcher.seal(upper.borrow());
         let mut builder = Builder::new();
-        for chunk in chain.chunks() {
-            builder.push_view(chunk.view());
-        }
+        chain.for_each_view(|view| builder.push_view(view));
         drop(chain);
         spine.insert(builder.done(Description::new(lower, upper.clone())));
         spine.set_physical_compaction(upper.borrow());

@@ -64,28 +64,31 @@ pub(crate) fn send_as_updates<'b, K, V, T, R, D>(
     let total: usize = batches.clone().into_iter().map(|batch| batch.len()).sum();
     let mut container = UpdateContainer::<D, T, R>::default();
     let mut sized = false;
+    // Key runs: a stored batch is read a block at a time, with one block pinned.
     for batch in batches {
-        let mut cursor = batch.cursor();
-        while let Some(key) = cursor.get_key() {
-            while let Some(val) = cursor.get_val() {
-                let data = logic(key, val);
-                cursor.map_times(|time, diff| container.push_data_ref_owned(&data, time, diff));
-                cursor.step_val();
-            }
-            let held = container.len();
-            if !sized && held > 0 {
-                let room = total.min(SEND_UPDATES);
-                if room > held {
-                    container.updates.reserve_copies(room.div_ceil(held) - 1);
+        batch.for_each_key_run(|cursor, keys| {
+            for _ in 0..keys {
+                let key = cursor.key();
+                while let Some(val) = cursor.get_val() {
+                    let data = logic(key, val);
+                    cursor.map_times(|time, diff| container.push_data_ref_owned(&data, time, diff));
+                    cursor.step_val();
                 }
-                sized = true;
+                let held = container.len();
+                if !sized && held > 0 {
+                    let room = total.min(SEND_UPDATES);
+                    if room > held {
+                        container.updates.reserve_copies(room.div_ceil(held) - 1);
+                    }
+                    sized = true;
+                }
+                if held >= SEND_UPDATES {
+                    // The next container starts at this one's size (see `take_reserving`).
+                    send(&mut container.take_reserving());
+                }
+                cursor.step_key();
             }
-            if held >= SEND_UPDATES {
-                // The next container starts at this one's size (see `take_reserving`).
-                send(&mut container.take_reserving());
-            }
-            cursor.step_key();
-        }
+        });
     }
     if !container.is_empty() {
         send(&mut container);

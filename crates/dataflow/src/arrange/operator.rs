@@ -16,23 +16,28 @@ use crate::config::RippleConfig;
 use crate::container::UpdateContainer;
 use crate::exchange::{exchange_by, ExchangeData};
 use columnar::Ref;
-use ripple_batcher::{Chain, MergeBatcher};
+use ripple_batcher::{Chain, Chunk, MergeBatcher};
 use ripple_trace::{Batch, Builder, Description};
 use ripple_updates::{Antichain, Data, PartialOrder, Semigroup, Time, Update, UpdatesView};
 use timely::container::CapacityContainerBuilder;
 use timely::dataflow::channels::pact::ParallelizationContract;
 use timely::dataflow::operators::generic::Operator;
 
-/// Builds a batch from a sealed chain of sorted, consolidated chunks.
+/// Builds a batch from a sealed chain of sorted, consolidated chunks. A chain the batcher
+/// wrote out becomes a stored batch, written block by block as its chunks are read back; a
+/// failure to write ends the worker with the error (see `ripple_storage::Storage::fail`).
 pub(crate) fn build_batch<U: Update>(
-    chain: &Chain<U>,
+    chain: Chain<U>,
     description: Description<U::Time>,
     builder: &mut Builder<U>,
 ) -> Batch<U> {
-    builder.expect(chain.len());
-    for chunk in chain.chunks() {
-        builder.push_view(chunk.view());
+    if let Some(storage) = chain.storage().cloned() {
+        let parts = chain.into_chunks().map(Chunk::into_updates);
+        return Batch::write_sorted(&storage, &description, parts)
+            .unwrap_or_else(|error| storage.fail(error));
     }
+    builder.expect(chain.len());
+    chain.for_each_view(|view| builder.push_view(view));
     builder.build(description)
 }
 
@@ -79,6 +84,7 @@ where
             name,
             move |_, _| {
                 let mut batcher = MergeBatcher::<(K, V, T, R)>::new(config.batcher);
+                batcher.set_storage(config.storage.clone());
                 let mut builder = Builder::new();
                 let mut held = HeldCapabilities::default();
                 let mut lower = Antichain::from_elem(T::minimum());
@@ -96,7 +102,7 @@ where
                     if held.any_before(frontier) {
                         let retired = held.before(frontier);
                         let chain = batcher.seal(frontier);
-                        let batch = build_batch(&chain, description, &mut builder);
+                        let batch = build_batch(chain, description, &mut builder);
                         writer.insert(batch.clone());
                         announcer.announce_batch(&batch);
                         give_batch(output, &retired, batch);

@@ -6,7 +6,7 @@
 //! ran out and the next call resumes at the following key, so a huge join yields to the worker.
 
 use super::product::{key_product, KeyUpdates};
-use columnar::Ref;
+use columnar::{Borrow, Clear, ContainerOf, Push, Ref};
 use ripple_trace::{Batch, LookupScratch, TraceSnapshot};
 use ripple_updates::{Data, Semigroup, Time};
 
@@ -37,7 +37,8 @@ where
     /// Joins keys until `fuel` is spent (it may go a run's worth below zero, saturating) or the
     /// batch is done, looking keys up `probe_run` (at least 1) at a time; calls `emit(key, batch
     /// val, trace val, time, diff)`, the diff the sum of `multiply(batch diff, trace diff)` over
-    /// the pairs it stands for ([`key_product`]). Returns true when every key is done.
+    /// the pairs it stands for ([`key_product`]). With stored batches on either side a call
+    /// does one run of probes. Returns true when every key is done.
     pub(crate) fn work<R3: Semigroup>(
         &mut self,
         fuel: &mut usize,
@@ -47,16 +48,33 @@ where
         emit: &mut impl FnMut(Ref<'_, K>, Ref<'_, VB>, Ref<'_, VT>, T, R3),
     ) -> bool {
         let key_count = self.batch.key_count();
-        let keys = (self.batch.keys()).expect("an arrangement sends batches in memory");
+        // A stored batch (one its arrangement wrote out) has no key column in memory: the
+        // keys of each probe run are copied out of its blocks.
+        let mut run_keys = ContainerOf::<K>::default();
         let mut batch_cursor = self.batch.cursor();
         let mut trace_cursor = self.trace.lookup_cursor();
         let mut batch_history = KeyUpdates::<VB, T, RB>::default();
         let mut trace_history = KeyUpdates::<VT, T, RT>::default();
         let mut pairs = Vec::new();
+        // With stored batches on either side a call does one run, so that the blocks it
+        // pinned are let go before the next (see below).
+        let stored = self.batch.is_stored() || self.trace.batches().iter().any(Batch::is_stored);
         while self.next_key < key_count && *fuel > 0 {
             let lower = self.next_key;
             let upper = (lower + probe_run.max(1)).min(key_count);
-            let probes = columnar::Slice::new(lower as u64, upper as u64, keys);
+            let memory_keys = self.batch.keys();
+            let probes = match memory_keys {
+                Some(keys) => columnar::Slice::new(lower as u64, upper as u64, keys),
+                None => {
+                    run_keys.clear();
+                    let mut keys = self.batch.cursor_at(lower);
+                    for _ in lower..upper {
+                        run_keys.push(keys.key());
+                        keys.step_key();
+                    }
+                    columnar::Slice::new(0, (upper - lower) as u64, run_keys.borrow())
+                }
+            };
             let mut spent = 0;
             trace_cursor.lookup(probes, scratch, |probe, values| {
                 batch_cursor.set_key_index(lower + probe);
@@ -92,7 +110,24 @@ where
             });
             *fuel = fuel.saturating_sub(spent + (upper - lower) / 16);
             self.next_key = upper;
+            if stored {
+                break;
+            }
         }
+        drop((
+            batch_cursor,
+            trace_cursor,
+            batch_history,
+            trace_history,
+            pairs,
+        ));
+        // Keys are probed in order: the blocks behind the next key are done with, and the
+        // trace's are read again from the cache if a later run needs them. Without this, the
+        // pins of a big batch joined against a stored trace would hold all of both sides in
+        // memory.
+        let done = self.batch.block_of_key(self.next_key);
+        self.batch.unpin(0..done);
+        self.trace.unpin_all();
         self.next_key >= key_count
     }
 }

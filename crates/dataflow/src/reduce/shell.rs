@@ -122,12 +122,12 @@ where
     ) where
         L: FnMut(Ref<'_, K>, &[(Ref<'_, V>, R)], &mut Vec<(V2, R2)>),
     {
-        let Some(interval) = self.next_interval(frontier) else {
+        let Some(mut interval) = self.next_interval(frontier) else {
             return;
         };
         let capabilities = self.take_keys(&interval.upper);
-        let output = self.output_trace.snapshot();
-        self.visit_keys(&interval, &output, logic);
+        let mut output = self.output_trace.snapshot();
+        self.visit_keys(&mut interval, &mut output, logic);
         drop(output);
         self.seal(interval.upper, capabilities, send);
     }
@@ -193,11 +193,7 @@ where
             for capability in caps.iter() {
                 capabilities.insert(capability.clone());
             }
-            let mut cursor = batch.cursor();
-            while let Some(key) = cursor.get_key() {
-                keys.push(K::into_owned(key));
-                cursor.step_key();
-            }
+            batch.for_each_key(|key| keys.push(K::into_owned(key)));
             false
         });
         Extend::extend(&mut self.keys, self.deferred.due_keys(upper));
@@ -212,8 +208,8 @@ where
     /// `corrections`, its times still to come to `deferred`.
     fn visit_keys<L>(
         &mut self,
-        interval: &Interval<K, V, T, R>,
-        output: &TraceSnapshot<(K, V2, T, R2)>,
+        interval: &mut Interval<K, V, T, R>,
+        output: &mut TraceSnapshot<(K, V2, T, R2)>,
         logic: &mut L,
     ) where
         L: FnMut(Ref<'_, K>, &[(Ref<'_, V>, R)], &mut Vec<(V2, R2)>),
@@ -224,16 +220,28 @@ where
             key_column.push(key);
         }
         let key_column = key_column.borrow();
-        let mut cursors = (
-            interval.history.lookup_cursor(),
-            interval.new.lookup_cursor(),
-            output.lookup_cursor(),
-        );
-        let mut buffers = std::mem::take(&mut self.buffers).recycle();
-        let upper = interval.upper.borrow();
+        let stored = [&interval.history, &interval.new]
+            .iter()
+            .any(|trace| trace.batches().iter().any(Batch::is_stored))
+            || output.batches().iter().any(Batch::is_stored);
         self.deferred.begin();
         let probe_run = self.settings.probe_run.max(1);
         for run_start in (0..self.keys.len()).step_by(probe_run) {
+            if stored {
+                // Keys are visited in order: the blocks earlier runs pinned are done with
+                // (read again through the cache if needed), so pins never hold more than a
+                // run's blocks, however many keys the interval has.
+                interval.history.unpin_all();
+                interval.new.unpin_all();
+                output.unpin_all();
+            }
+            let mut cursors = (
+                interval.history.lookup_cursor(),
+                interval.new.lookup_cursor(),
+                output.lookup_cursor(),
+            );
+            let mut buffers = std::mem::take(&mut self.buffers).recycle();
+            let upper = interval.upper.borrow();
             let run_end = self.keys.len().min(run_start + probe_run);
             let probes = columnar::Slice::new(run_start as u64, run_end as u64, key_column);
             let [history, new, out] = &mut self.lookups;
@@ -259,9 +267,9 @@ where
                 self.deferred.defer(key, &mut buffers.later_times, carried);
                 self.corrections.finish_key(key);
             }
+            self.buffers = buffers.recycle();
         }
         self.deferred.finish(&interval.upper);
-        self.buffers = buffers.recycle();
     }
 
     /// Seals the interval: its output batch goes into the output trace and downstream under
