@@ -395,7 +395,7 @@ fn drive(
 }
 
 /// The least number of gathered rows consolidated at once.
-const GATHER_CONSOLIDATE_MIN: usize = 1 << 20;
+const GATHER_CONSOLIDATE_MIN: usize = 1 << 16;
 
 /// Sends every output update to worker 0's `rows`; the probe returned passes a time only once
 /// worker 0 holds every update before it.
@@ -407,7 +407,7 @@ fn gather<'s>(output: Collection<'s, u64, Value>, rows: Rc<RefCell<Vec<Row>>>) -
             "Gather",
             move |_capability, _info| {
                 // Rows are consolidated whenever they have doubled since the last time (and
-                // number a million or more), so that worker 0 holds about as many as the
+                // number 65,536 or more), so that worker 0 holds about as many as the
                 // output has distinct rows, not one per update sent (bfs sends a row per node).
                 let mut consolidate_at = GATHER_CONSOLIDATE_MIN;
                 move |input, _output| {

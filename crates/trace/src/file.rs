@@ -5,7 +5,8 @@
 //! block   := crate::block of the batch's columns for a run of whole keys
 //! footer  := columnar indexed frame of (block offsets, block CRC-32Cs, each block's first key,
 //!            each block's last key, each block's first key index, (lower, upper, since),
-//!            [updates, keys, values], the key filter's descriptor and fingerprints)
+//!            [updates, keys, values], the key filters: each partition's first block,
+//!            fingerprints' end, descriptor, and the fingerprints)
 //! trailer := [footer words, CRC-32C of the footer << 32 | version, magic]   (three u64s)
 //! ```
 //!
@@ -19,7 +20,7 @@
 
 use crate::block;
 use crate::description::Description;
-use crate::filter::KeyFilter;
+use crate::filter::{FilterParts, KeyFilter};
 use columnar::bytes::indexed;
 use columnar::{Borrow, BorrowedOf, Columnar, Container, ContainerOf, FromBytes, Index, Len};
 use ripple_storage::{FileReader, StorageError};
@@ -29,7 +30,7 @@ use ripple_updates::{Antichain, Update};
 pub(crate) const MAGIC: u64 = u64::from_le_bytes(*b"RPLBATCH");
 
 /// The format version this code writes and reads.
-pub(crate) const VERSION: u32 = 1;
+pub(crate) const VERSION: u32 = 2;
 
 /// The trailer's length in words, and in bytes.
 pub(crate) const TRAILER_WORDS: usize = 3;
@@ -41,7 +42,7 @@ pub(crate) type Footer<'a, K, T> = (
     (BorrowedOf<'a, K>, BorrowedOf<'a, K>, &'a [u64]),
     (BorrowedOf<'a, T>, BorrowedOf<'a, T>, BorrowedOf<'a, T>),
     &'a [u64],
-    (&'a [u8], &'a [u8]),
+    FilterParts<'a>,
 );
 
 /// The CRC-32C of `words` as stored.
@@ -119,11 +120,18 @@ impl<U: Update> FileIndex<U> {
             (first_keys, last_keys, key_starts),
             (lower, upper, since),
             counts,
-            (descriptor, fingerprints),
+            filter_parts,
         ) = <Footer<'_, U::Key, U::Time> as FromBytes>::from_store(&decoded, &mut 0);
-        let filter = KeyFilter::from_parts(descriptor, fingerprints)
-            .ok_or_else(|| "a key filter of the wrong size".to_string())?;
+        let filter = KeyFilter::from_parts(filter_parts)
+            .ok_or_else(|| "key filters of the wrong sizes".to_string())?;
         let blocks = crcs.len();
+        if filter_parts
+            .0
+            .last()
+            .is_some_and(|&first| first >= blocks as u64)
+        {
+            return Err("a key filter partition past the last block".to_string());
+        }
         let consistent = offsets.len() == blocks + 1
             && first_keys.len() == blocks
             && last_keys.len() == blocks

@@ -1,7 +1,8 @@
 //! Key filters of stored batches: which probe keys a batch file surely does not hold.
 //!
-//! A batch file carries a binary fuse filter (the `xorf` crate's `BinaryFuse8`: about nine
-//! bits per key, a false-positive rate of about 1/256) of its keys' hashes. A batched lookup
+//! A batch file carries binary fuse filters (the `xorf` crate's `BinaryFuse8`: about nine
+//! bits per key, a false-positive rate of about 1/256) of its keys' hashes, one per partition
+//! of its blocks. A batched lookup
 //! hashes all its probes once, then tests each against the filter of every stored batch whose
 //! key range they fall in, and reads a block only for the probes that pass (RocksDB's
 //! MultiGet does the same with its per-file filters). A probe the filter rejects is surely
@@ -41,63 +42,109 @@ impl<K: Columnar> KeyHasher<K> {
     }
 }
 
-/// A filter of a batch's key hashes, as stored in its file: the filter's descriptor and its
-/// fingerprints. Empty when the batch was written without a filter.
+/// The filters of a batch's key hashes, as stored in its file: one binary fuse filter per
+/// *partition*, a run of whole blocks holding about [`KeyFilter::PARTITION_KEYS`] keys (as
+/// RocksDB partitions its filters), so that a writer holds one partition's hashes, not the
+/// whole file's: a filter's construction takes a few dozen bytes per key, which for a batch
+/// of tens of millions of keys was hundreds of megabytes. Empty when the batch was written
+/// without a filter. A partition whose construction failed (rare: the crate's construction
+/// can fail to find a mapping) has no fingerprints and passes every probe.
 #[derive(Default)]
 pub struct KeyFilter {
-    descriptor: Vec<u8>,
+    /// Each partition's first block (increasing, from 0).
+    first_blocks: Vec<u64>,
+    /// Where each partition's fingerprints end in `fingerprints`.
+    fingerprint_ends: Vec<u64>,
+    /// Each partition's descriptor, `BinaryFuse8::DESCRIPTOR_LEN` bytes each.
+    descriptors: Vec<u8>,
     fingerprints: Vec<u8>,
 }
 
+/// A key filter's stored columns: first blocks, fingerprint ends, descriptors, fingerprints.
+pub type FilterParts<'a> = (&'a [u64], &'a [u64], &'a [u8], &'a [u8]);
+
 impl KeyFilter {
-    /// A filter of `hashes` (sorted and deduplicated here). Without hashes, or should the
-    /// construction fail, the empty filter, which rejects nothing.
-    pub fn build(hashes: &mut Vec<u64>) -> Self {
+    /// About how many keys a partition holds: its construction's scratch stays within a few
+    /// megabytes.
+    pub const PARTITION_KEYS: usize = 1 << 16;
+
+    /// Adds the filter of `hashes` (sorted and deduplicated here, then emptied) for the
+    /// partition starting at block `first_block`, after every partition added so far.
+    pub fn push_partition(&mut self, first_block: usize, hashes: &mut Vec<u64>) {
         hashes.sort_unstable();
         hashes.dedup();
-        if hashes.is_empty() {
-            return Self::default();
+        let mut descriptor = [0u8; BinaryFuse8::DESCRIPTOR_LEN];
+        if let Ok(filter) = BinaryFuse8::try_from(&hashes[..]) {
+            filter.dma_copy_descriptor_to(&mut descriptor);
+            self.fingerprints
+                .extend_from_slice(filter.dma_fingerprints());
         }
-        let Ok(filter) = BinaryFuse8::try_from(&hashes[..]) else {
-            return Self::default();
-        };
-        let mut descriptor = vec![0u8; BinaryFuse8::DESCRIPTOR_LEN];
-        filter.dma_copy_descriptor_to(&mut descriptor);
-        Self {
-            descriptor,
-            fingerprints: filter.dma_fingerprints().to_vec(),
-        }
+        hashes.clear();
+        self.first_blocks.push(first_block as u64);
+        self.fingerprint_ends.push(self.fingerprints.len() as u64);
+        self.descriptors.extend_from_slice(&descriptor);
     }
 
-    /// The filter as stored: descriptor and fingerprints.
-    pub fn parts(&self) -> (&[u8], &[u8]) {
-        (&self.descriptor, &self.fingerprints)
+    /// The filter as stored.
+    pub fn parts(&self) -> FilterParts<'_> {
+        (
+            &self.first_blocks,
+            &self.fingerprint_ends,
+            &self.descriptors,
+            &self.fingerprints,
+        )
     }
 
     /// The filter from its stored parts, `None` if they are not a filter's.
-    pub fn from_parts(descriptor: &[u8], fingerprints: &[u8]) -> Option<Self> {
-        let fits = descriptor.is_empty() && fingerprints.is_empty()
-            || descriptor.len() == BinaryFuse8::DESCRIPTOR_LEN && !fingerprints.is_empty();
+    pub fn from_parts(parts: FilterParts<'_>) -> Option<Self> {
+        let (first_blocks, ends, descriptors, fingerprints) = parts;
+        let partitions = first_blocks.len();
+        let fits = ends.len() == partitions
+            && descriptors.len() == partitions * BinaryFuse8::DESCRIPTOR_LEN
+            && first_blocks.first().is_none_or(|&first| first == 0)
+            && first_blocks.windows(2).all(|pair| pair[0] < pair[1])
+            && ends.windows(2).all(|pair| pair[0] <= pair[1])
+            && ends.last().map_or(0, |&end| end) == fingerprints.len() as u64;
         fits.then(|| Self {
-            descriptor: descriptor.to_vec(),
+            first_blocks: first_blocks.to_vec(),
+            fingerprint_ends: ends.to_vec(),
+            descriptors: descriptors.to_vec(),
             fingerprints: fingerprints.to_vec(),
         })
     }
 
     /// True when the batch was written with a filter.
     pub fn is_present(&self) -> bool {
-        !self.descriptor.is_empty()
+        !self.first_blocks.is_empty()
     }
 
-    /// The filter, ready to test hashes (`None` without one).
-    pub fn tester(&self) -> Option<BinaryFuse8Ref<'_>> {
-        self.is_present()
-            .then(|| BinaryFuse8Ref::from_dma(&self.descriptor, &self.fingerprints))
+    /// The filter of the partition holding block `block`, ready to test hashes (`None`
+    /// without one).
+    pub fn tester(&self, block: usize) -> Option<BinaryFuse8Ref<'_>> {
+        let partition = self
+            .first_blocks
+            .partition_point(|&first| first <= block as u64)
+            .checked_sub(1)?;
+        let end = self.fingerprint_ends[partition] as usize;
+        let start = partition
+            .checked_sub(1)
+            .map_or(0, |before| self.fingerprint_ends[before] as usize);
+        if start == end {
+            return None;
+        }
+        let length = BinaryFuse8::DESCRIPTOR_LEN;
+        let descriptor = &self.descriptors[partition * length..(partition + 1) * length];
+        Some(BinaryFuse8Ref::from_dma(
+            descriptor,
+            &self.fingerprints[start..end],
+        ))
     }
 
     /// Heap bytes of the filter.
     pub fn heap_bytes(&self) -> usize {
-        self.descriptor.capacity() + self.fingerprints.capacity()
+        (self.first_blocks.capacity() + self.fingerprint_ends.capacity()) * 8
+            + self.descriptors.capacity()
+            + self.fingerprints.capacity()
     }
 
     /// The filter's size in bits per key of `keys`.
@@ -121,10 +168,10 @@ mod tests {
         let mut hasher = KeyHasher::<String>::default();
         let keys: Vec<String> = (0..20_000).map(|i| format!("key{i}")).collect();
         let mut hashes: Vec<u64> = keys.iter().map(|k| hasher.hash(k.as_bytes())).collect();
-        let filter = KeyFilter::build(&mut hashes);
-        let (descriptor, fingerprints) = filter.parts();
-        let filter = KeyFilter::from_parts(descriptor, fingerprints).expect("stored parts");
-        let tester = filter.tester();
+        let mut filter = KeyFilter::default();
+        filter.push_partition(0, &mut hashes);
+        let filter = KeyFilter::from_parts(filter.parts()).expect("stored parts");
+        let tester = filter.tester(0);
         assert!(keys
             .iter()
             .all(|k| may_contain(&tester, hasher.hash(k.as_bytes()))));
@@ -134,6 +181,41 @@ mod tests {
         // A target of 1/256: 390 expected of 100,000.
         assert!(passed < 600, "{passed} false positives of 100,000");
         assert!(filter.bits_per_key(keys.len()) < 10.0);
+    }
+
+    /// Keys in several partitions: each block's probes are tested against its own partition's
+    /// filter, which holds every key of it (no false negatives anywhere).
+    #[test]
+    fn partitions_hold_their_blocks_keys() {
+        let mut hasher = KeyHasher::<u64>::default();
+        let mut filter = KeyFilter::default();
+        // Partitions of 3 blocks; block `b` holds keys `b * 1000 .. b * 1000 + 1000`.
+        for partition in 0..4usize {
+            let blocks = partition * 3..partition * 3 + 3;
+            let mut hashes: Vec<u64> = (blocks.start as u64 * 1000..blocks.end as u64 * 1000)
+                .map(|key| hasher.hash(&key))
+                .collect();
+            filter.push_partition(blocks.start, &mut hashes);
+            assert!(hashes.is_empty());
+        }
+        let filter = KeyFilter::from_parts(filter.parts()).expect("stored parts");
+        for block in 0..12u64 {
+            let tester = filter.tester(block as usize);
+            assert!(tester.is_some());
+            assert!((block * 1000..block * 1000 + 1000)
+                .all(|key| may_contain(&tester, hasher.hash(&key))));
+        }
+        // A key of another partition mostly fails: the filters are separate.
+        let other = filter.tester(0);
+        let passed = (9_000..12_000u64)
+            .filter(|key| may_contain(&other, hasher.hash(key)))
+            .count();
+        assert!(
+            passed < 100,
+            "{passed} of 3,000 passed another partition's filter"
+        );
+        let (first, ends, descriptors, fingerprints) = filter.parts();
+        assert!(KeyFilter::from_parts((&first[1..], ends, descriptors, fingerprints)).is_none());
     }
 
     #[test]

@@ -288,8 +288,8 @@ fn intersect_stored<'p, U: Update, P>(
     let index = stored.index();
     let (probe_count, block_count) = (probes.len(), stored.block_count());
     let probe = |i: usize| U::Key::reborrow(probes.get(i));
-    let tester = index.filter().tester();
-    if tester.is_some() && !scratch.hashed {
+    let filtered = index.filter().is_present();
+    if filtered && !scratch.hashed {
         hash_probes::<U::Key, P>(probes, scratch);
     }
     let (mut next, mut block) = (0, 0);
@@ -305,6 +305,7 @@ fn intersect_stored<'p, U: Update, P>(
         let end = gallop(next, probe_count, |i| probe(i) <= last);
         let (hashes, passing) = (&scratch.hashes, &mut scratch.passing);
         passing.clear();
+        let tester = index.filter().tester(block);
         let filtered = (next as u32..end as u32)
             .filter(|&i| tester.is_none() || may_contain(&tester, hashes[i as usize]));
         passing.extend(filtered);
@@ -327,7 +328,7 @@ fn intersect_stored<'p, U: Update, P>(
         }
         block += 1;
     }
-    if tester.is_some() {
+    if filtered {
         stored.note_filtered(tested, passed);
     }
 }
@@ -349,7 +350,7 @@ where
     if block == stored.block_count() || target < U::Key::reborrow(index.key_range(block).0) {
         return false;
     }
-    let tester = index.filter().tester();
+    let tester = index.filter().tester(block);
     if tester.is_none() {
         return true;
     }

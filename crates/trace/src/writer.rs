@@ -1,8 +1,9 @@
 //! Writing a batch file block by block: [`BatchWriter`] takes a batch's keys in order, as a
 //! merge or a copy produces them, and appends each block to the file as soon as it holds
-//! about `block_updates` updates, so a batch of any size is written with one block in memory
-//! (and the keys' hashes for the filter, eight bytes a key). The footer, built from what the
-//! blocks recorded, goes last; the file appears under its name only when it is complete.
+//! about `block_updates` updates, so a batch of any size is written with one block in memory,
+//! the hashes of one filter partition's keys (eight bytes a key) and the filters built (about
+//! nine bits a key). The footer, built from what the blocks recorded, goes last; the file
+//! appears under its name only when it is complete.
 
 use crate::batch::Batch;
 use crate::block;
@@ -21,7 +22,10 @@ pub struct BatchWriter<U: Update> {
     block_updates: usize,
     filter: bool,
     hasher: KeyHasher<U::Key>,
+    /// The hashes of the keys of the filter partition being filled, and its first block.
     hashes: Vec<u64>,
+    partition_start: usize,
+    key_filter: KeyFilter,
     /// The block being filled, and how many keys it holds.
     block: Builder<U>,
     block_keys: usize,
@@ -54,6 +58,8 @@ impl<U: Update> BatchWriter<U> {
             filter,
             hasher: KeyHasher::default(),
             hashes: Vec::new(),
+            partition_start: 0,
+            key_filter: KeyFilter::default(),
             block: Builder::new(),
             block_keys: 0,
             words: Vec::new(),
@@ -122,7 +128,20 @@ impl<U: Update> BatchWriter<U> {
         self.file.append(bytemuck::cast_slice(&self.words))?;
         self.written += self.words.len() as u64 * 8;
         self.offsets.push(self.written);
+        if self.hashes.len() >= KeyFilter::PARTITION_KEYS {
+            self.close_partition();
+        }
         Ok(())
+    }
+
+    /// Builds the filter of the partition being filled, if it has keys; the next starts at
+    /// the next block.
+    fn close_partition(&mut self) {
+        if !self.hashes.is_empty() {
+            let start = self.partition_start;
+            self.key_filter.push_partition(start, &mut self.hashes);
+        }
+        self.partition_start = self.crcs.len();
     }
 
     /// Writes the last block and the footer of the batch `description`, publishes the file,
@@ -147,7 +166,8 @@ impl<U: Update> BatchWriter<U> {
         let lower = column_of::<U::Time>(description.lower.elements());
         let upper = column_of::<U::Time>(description.upper.elements());
         let since = column_of::<U::Time>(description.since.elements());
-        let key_filter = KeyFilter::build(&mut self.hashes);
+        self.close_partition();
+        let key_filter = std::mem::take(&mut self.key_filter);
         let footer: Footer<'_, U::Key, U::Time> = (
             (&self.offsets, &self.crcs),
             (
