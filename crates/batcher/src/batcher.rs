@@ -227,6 +227,8 @@ impl<U: Update> MergeBatcher<U> {
         // Between seals a batcher holds its data and at most a small rows buffer: scratch and
         // stashed allocations go.
         self.release_scratch();
+        // What stays is counted anew (a seal that ships everything leaves nothing counted).
+        self.spill_while_over_budget();
         self.spill_shipped(ship)
     }
 

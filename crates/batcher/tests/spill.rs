@@ -167,3 +167,31 @@ fn a_damaged_spill_file_is_an_error() {
         "{fault}"
     );
 }
+
+/// Under its budget a batcher writes nothing out, and counts its chains in memory toward the
+/// budget only while it holds them: a seal that ships everything leaves nothing counted.
+#[test]
+fn chains_in_memory_are_counted_while_held() {
+    let spill = SpillDir::new_in_temp().expect("a spill directory");
+    let storage = Arc::new(Storage::in_spill_dir(
+        spill,
+        StorageSettings::with_budget(1 << 30),
+    ));
+    let mut batcher = MergeBatcher::<PartialU>::new(BatcherConfig::with_chunk_bytes(4096));
+    batcher.set_storage(Some(Arc::clone(&storage)));
+    for _ in 0..4 {
+        batcher.push_updates(&load(20_000));
+    }
+    assert!(storage.stats().batch_bytes > 0, "held chains are counted");
+    assert!(
+        files_in(&storage).is_empty(),
+        "nothing is written under budget"
+    );
+    let shipped = batcher.seal(Antichain::from_elem(Product::new(1, 0)).borrow());
+    assert!(!shipped.is_stored());
+    assert_eq!(
+        storage.stats().batch_bytes,
+        0,
+        "nothing held, nothing counted"
+    );
+}

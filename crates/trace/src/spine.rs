@@ -167,9 +167,11 @@ impl<U: Update> Builders<U> {
     /// At most this many are kept: merges of small batches mostly run one or two at once.
     const KEEP: usize = 2;
 
-    /// Starts merging `older` with `newer`: in memory, or, when either is stored, to a file
-    /// of `storage` block by block (their union would be written out anyway, and building it
-    /// in memory would hold all of it).
+    /// Starts merging `older` with `newer`: in memory, or to a file of `storage` block by
+    /// block when either is stored (their union would be written out anyway, and building it
+    /// in memory would hold all of it) or when the process is over its budget and the inputs
+    /// weigh at least `spill_min_bytes` (a builder reserves room for the union of its inputs:
+    /// merges in memory held their inputs twice over the budget).
     fn start(
         &mut self,
         older: Batch<U>,
@@ -178,7 +180,8 @@ impl<U: Update> Builders<U> {
         storage: Option<&Arc<Storage>>,
     ) -> Merge<U> {
         if let Some(storage) = storage {
-            if older.is_stored() || newer.is_stored() {
+            let big = older.heap_bytes() + newer.heap_bytes() >= storage.settings().spill_min_bytes;
+            if older.is_stored() || newer.is_stored() || (big && storage.over_budget()) {
                 return Merge::to_file(older, newer, since, storage);
             }
         }
