@@ -132,8 +132,8 @@ impl<U: Update> MergeBatcher<U> {
     /// the tier's budget with the spines' batches, and while the process is over budget the
     /// batcher writes its largest chain in memory out to a spill file (chains under
     /// `StorageSettings::spill_min_bytes` stay), after pushes and at seals; merges and
-    /// splits of stored chains stream from file to file, and a seal over budget hands out
-    /// its chain stored. So a collection far larger than memory can wait for its time to
+    /// splits of stored chains stream from file to file, so a seal of stored chains hands
+    /// out a stored chain. So a collection far larger than memory can wait for its time to
     /// complete (a whole graph loaded at one time) with about a chunk per chain in memory.
     pub fn set_storage(&mut self, storage: Option<Arc<Storage>>) {
         if let Some(old) = &self.storage {
@@ -229,26 +229,7 @@ impl<U: Update> MergeBatcher<U> {
         self.release_scratch();
         // What stays is counted anew (a seal that ships everything leaves nothing counted).
         self.spill_while_over_budget();
-        self.spill_shipped(ship)
-    }
-
-    /// Hands out `ship`, written out first if the process is over its budget with it (its
-    /// owner would build a batch of it beside it).
-    fn spill_shipped(&mut self, ship: Chain<U>) -> Chain<U> {
-        let Some(storage) = self.storage.clone() else {
-            return ship;
-        };
-        let bytes = ship.memory_bytes();
-        storage.account(bytes, 0);
-        let over = storage.over_budget() && bytes >= storage.settings().spill_min_bytes;
-        storage.account(0, bytes);
-        if over {
-            let ship = ship.spill(&storage, &mut self.stash);
-            self.stash.clear();
-            ship
-        } else {
-            ship
-        }
+        ship
     }
 
     /// Reports the bytes of chains in memory to the storage tier, and writes out the largest

@@ -132,7 +132,7 @@ fn a_load_waits_in_spill_files() {
     let shipped = batcher.seal(upper.borrow());
     assert!(
         shipped.is_stored(),
-        "a seal over budget hands out its chain stored"
+        "a seal of stored chains hands out a stored chain"
     );
     assert_eq!(shipped.to_rows(), memory.seal(upper.borrow()).to_rows());
 }

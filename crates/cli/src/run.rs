@@ -221,7 +221,7 @@ fn drop_dataflows(worker: &mut Worker) {
 /// How long a waiting worker sleeps before it looks whether another one failed.
 const ABORT_POLL: Duration = Duration::from_millis(50);
 
-/// How many changes of one step worker 0 feeds before it lets the dataflow take them in.
+/// How many changes worker 0 feeds (in one call of its feed) between steps of the dataflow.
 const STEP_EVERY_CHANGES: usize = 1 << 18;
 
 /// The error of a worker stopped because another failed.

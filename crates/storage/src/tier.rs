@@ -29,9 +29,10 @@ pub struct StorageSettings {
     /// Whether batch files carry a key filter, which batched lookups test probes against
     /// before they read blocks.
     pub filters: bool,
-    /// Batches smaller than this stay in memory whatever the budget: the small, fresh
-    /// batches of the lower levels, which a spine holds a few of at a time and merges soon.
-    /// (Written out, each would cost a file's creation and deletion for a few updates.)
+    /// Batches, batcher chains and spine merges smaller than this stay in memory whatever the
+    /// budget: the small, fresh batches of the lower levels, which a spine holds a few of at a
+    /// time and merges soon. (Written out, each would cost a file's creation and deletion for
+    /// a few updates.)
     pub spill_min_bytes: usize,
 }
 
@@ -63,7 +64,7 @@ pub struct StorageStats {
     pub bytes_written: u64,
     pub bytes_read: u64,
     pub cache: CacheStats,
-    /// Bytes of in-memory batches held by the spines now.
+    /// Bytes held in memory now by the spines' batches and the batchers' chains.
     pub batch_bytes: usize,
     /// Probes batched lookups tested against stored batches' key filters, and those that
     /// passed (present, or false positives).
@@ -194,7 +195,8 @@ impl Storage {
         }
     }
 
-    /// Changes the bytes of in-memory batches the spines hold by `added - removed`.
+    /// Changes the bytes the spines' in-memory batches and the batchers' chains hold by
+    /// `added - removed`.
     pub fn account(&self, added: usize, removed: usize) {
         if added >= removed {
             self.batch_bytes
@@ -205,7 +207,8 @@ impl Storage {
         }
     }
 
-    /// Whether the spines' in-memory batches take more than the budget leaves them.
+    /// Whether the spines' in-memory batches and the batchers' chains take more than the
+    /// budget leaves them.
     pub fn over_budget(&self) -> bool {
         let batches = self.settings.memory_budget - self.settings.cache_bytes;
         self.batch_bytes.load(Ordering::Relaxed) > batches

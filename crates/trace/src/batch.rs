@@ -182,7 +182,8 @@ impl<U: Update> Batch<U> {
     }
 
     /// The distinct keys of an in-memory batch, sorted: a column to probe other traces with.
-    /// The batches operators receive are always in memory; `None` for a stored batch.
+    /// `None` for a stored batch (an arrangement over its budget sends those too), whose keys
+    /// are in its blocks.
     pub fn keys(&self) -> Option<columnar::BorrowedOf<'_, U::Key>> {
         use columnar::Borrow;
         self.memory().map(|data| data.keys.borrow())

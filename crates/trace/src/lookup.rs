@@ -309,8 +309,11 @@ fn intersect_stored<'p, U: Update, P>(
         let filtered = (next as u32..end as u32)
             .filter(|&i| tester.is_none() || may_contain(&tester, hashes[i as usize]));
         passing.extend(filtered);
-        tested += end - next;
-        passed += passing.len();
+        if tester.is_some() {
+            // A partition without a filter (its construction failed) tests nothing.
+            tested += end - next;
+            passed += passing.len();
+        }
         next = end;
         if passing.is_empty() {
             continue;

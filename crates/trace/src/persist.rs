@@ -36,7 +36,8 @@ impl<U: Update> Batch<U> {
     /// Writes the sorted, consolidated updates of `parts` (in order, as a sealed chain's
     /// chunks hand them out: one key's updates may go on from one part into the next) as a
     /// new batch file of `storage` for `description`, block by block, and returns it as a
-    /// stored batch. On error no file is left.
+    /// stored batch (an empty one, without a file, if there are no updates). On error no file
+    /// is left.
     pub fn write_sorted(
         storage: &Arc<Storage>,
         description: &Description<U::Time>,
@@ -74,6 +75,10 @@ impl<U: Update> Batch<U> {
         }
         if !open.is_empty() {
             push_key_of(&mut writer, open.view(), 0..open.len())?;
+        }
+        if writer.key_count() == 0 {
+            // Nothing to store: the writer, dropped unfinished, leaves no file.
+            return Ok(Batch::empty(description.clone()));
         }
         let bytes = writer.finish(description)?;
         Self::open_written(storage, id, name, bytes)
@@ -131,9 +136,12 @@ impl<U: Update> Batch<U> {
     /// at a time (see [`Batch::for_each_key_run`]).
     pub fn for_each_key(&self, mut visit: impl FnMut(columnar::Ref<'_, U::Key>)) {
         self.for_each_key_run(|cursor, keys| {
-            for _ in 0..keys {
+            for index in 0..keys {
                 visit(cursor.key());
-                cursor.step_key();
+                // Not past the run's last key: that would read (and pin) the next block.
+                if index + 1 < keys {
+                    cursor.step_key();
+                }
             }
         });
     }

@@ -477,3 +477,35 @@ fn partitioned_filters_find_every_key() {
         "{passed} of {tested} absent probes passed"
     );
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    /// A sealed chain's chunks may cut a key's updates anywhere: `write_sorted` gives the
+    /// batch of all of them whatever the cuts (a key across two, three or more parts, empty
+    /// parts), in blocks of whole keys.
+    #[test]
+    fn sorted_parts_write_the_batch_of_their_updates(
+        rows in rows(),
+        cuts in proptest::collection::vec(0usize..200, 0..8),
+        block_updates in 1usize..20,
+    ) {
+        let scratch = Scratch::new();
+        let storage = scratch.storage(block_updates, 1 << 20);
+        let batch = batch_of(rows);
+        let sorted = batch.to_rows();
+        let mut cuts: Vec<usize> = cuts.into_iter().map(|cut| cut.min(sorted.len())).collect();
+        cuts.sort_unstable();
+        let mut parts = Vec::new();
+        let mut start = 0;
+        for cut in cuts.into_iter().chain(std::iter::once(sorted.len())) {
+            parts.push(ripple_updates::Updates::<U>::from_rows(sorted[start..cut].iter()));
+            start = cut;
+        }
+        let written = Batch::write_sorted(&storage, batch.description(), parts)
+            .expect("the file is written");
+        written.check_blocks().expect("every block reads");
+        prop_assert_eq!(written.to_rows(), sorted);
+        prop_assert_eq!(written.key_count(), batch.key_count());
+    }
+}

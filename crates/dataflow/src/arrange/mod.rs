@@ -67,7 +67,7 @@ pub(crate) fn send_as_updates<'b, K, V, T, R, D>(
     // Key runs: a stored batch is read a block at a time, with one block pinned.
     for batch in batches {
         batch.for_each_key_run(|cursor, keys| {
-            for _ in 0..keys {
+            for index in 0..keys {
                 let key = cursor.key();
                 while let Some(val) = cursor.get_val() {
                     let data = logic(key, val);
@@ -86,7 +86,10 @@ pub(crate) fn send_as_updates<'b, K, V, T, R, D>(
                     // The next container starts at this one's size (see `take_reserving`).
                     send(&mut container.take_reserving());
                 }
-                cursor.step_key();
+                // Not past the run's last key: that would read (and pin) the next block.
+                if index + 1 < keys {
+                    cursor.step_key();
+                }
             }
         });
     }

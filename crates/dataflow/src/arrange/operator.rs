@@ -17,21 +17,34 @@ use crate::container::UpdateContainer;
 use crate::exchange::{exchange_by, ExchangeData};
 use columnar::Ref;
 use ripple_batcher::{Chain, Chunk, MergeBatcher};
+use ripple_storage::Storage;
 use ripple_trace::{Batch, Builder, Description};
 use ripple_updates::{Antichain, Data, PartialOrder, Semigroup, Time, Update, UpdatesView};
+use std::sync::Arc;
 use timely::container::CapacityContainerBuilder;
 use timely::dataflow::channels::pact::ParallelizationContract;
 use timely::dataflow::operators::generic::Operator;
 
 /// Builds a batch from a sealed chain of sorted, consolidated chunks. A chain the batcher
-/// wrote out becomes a stored batch, written block by block as its chunks are read back; a
-/// failure to write ends the worker with the error (see `ripple_storage::Storage::fail`).
+/// wrote out, or one of at least `spill_min_bytes` while the process is over its budget
+/// (counting the chain, which a batch built in memory would hold a second time), becomes a
+/// stored batch, written block by block; a failure to write ends the worker with the error
+/// (see `ripple_storage::Storage::fail`).
 pub(crate) fn build_batch<U: Update>(
     chain: Chain<U>,
     description: Description<U::Time>,
     builder: &mut Builder<U>,
+    storage: Option<&Arc<Storage>>,
 ) -> Batch<U> {
-    if let Some(storage) = chain.storage().cloned() {
+    let to_file = chain.storage().cloned().or_else(|| {
+        let storage = storage?;
+        let bytes = chain.memory_bytes();
+        storage.account(bytes, 0);
+        let over = storage.over_budget() && bytes >= storage.settings().spill_min_bytes;
+        storage.account(0, bytes);
+        over.then(|| Arc::clone(storage))
+    });
+    if let Some(storage) = to_file {
         let parts = chain.into_chunks().map(Chunk::into_updates);
         return Batch::write_sorted(&storage, &description, parts)
             .unwrap_or_else(|error| storage.fail(error));
@@ -102,7 +115,8 @@ where
                     if held.any_before(frontier) {
                         let retired = held.before(frontier);
                         let chain = batcher.seal(frontier);
-                        let batch = build_batch(chain, description, &mut builder);
+                        let batch =
+                            build_batch(chain, description, &mut builder, config.storage.as_ref());
                         writer.insert(batch.clone());
                         announcer.announce_batch(&batch);
                         give_batch(output, &retired, batch);

@@ -68,9 +68,11 @@ where
                 None => {
                     run_keys.clear();
                     let mut keys = self.batch.cursor_at(lower);
-                    for _ in lower..upper {
+                    for key in lower..upper {
                         run_keys.push(keys.key());
-                        keys.step_key();
+                        if key + 1 < upper {
+                            keys.step_key();
+                        }
                     }
                     columnar::Slice::new(0, (upper - lower) as u64, run_keys.borrow())
                 }
