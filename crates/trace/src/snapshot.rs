@@ -42,6 +42,11 @@ impl<U: Update> TraceSnapshot<U> {
         &self.batches
     }
 
+    /// True when some batch is stored (its reader pins blocks).
+    pub fn has_stored(&self) -> bool {
+        self.batches.iter().any(Batch::is_stored)
+    }
+
     /// Lets go of this snapshot's pins of stored blocks. A reader that has finished with the
     /// blocks it read (a join between two runs of probes, which move forward) keeps no more
     /// of them in memory than the block cache does; they are read again if needed. Takes

@@ -58,7 +58,7 @@ where
         let mut pairs = Vec::new();
         // With stored batches on either side a call does one run, so that the blocks it
         // pinned are let go before the next (see below).
-        let stored = self.batch.is_stored() || self.trace.batches().iter().any(Batch::is_stored);
+        let stored = self.batch.is_stored() || self.trace.has_stored();
         while self.next_key < key_count && *fuel > 0 {
             let lower = self.next_key;
             let upper = (lower + probe_run.max(1)).min(key_count);

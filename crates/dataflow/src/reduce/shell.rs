@@ -220,10 +220,8 @@ where
             key_column.push(key);
         }
         let key_column = key_column.borrow();
-        let stored = [&interval.history, &interval.new]
-            .iter()
-            .any(|trace| trace.batches().iter().any(Batch::is_stored))
-            || output.batches().iter().any(Batch::is_stored);
+        let stored =
+            interval.history.has_stored() || interval.new.has_stored() || output.has_stored();
         self.deferred.begin();
         let probe_run = self.settings.probe_run.max(1);
         for run_start in (0..self.keys.len()).step_by(probe_run) {
