@@ -194,6 +194,16 @@ impl Multiplicities {
         Ok(())
     }
 
+    /// Adds an edge's multiplicity at a checkpoint a run resumes from; or says which running
+    /// sum would overflow.
+    pub fn seed(&mut self, edge: Edge, diff: i64) -> Result<(), String> {
+        self.apply(&EdgeChange {
+            edge,
+            time: 0,
+            diff,
+        })
+    }
+
     /// Adds one change to the running sums, or says which would overflow (changing nothing).
     fn apply(&mut self, change: &EdgeChange) -> Result<(), String> {
         let ((src, dst), diff) = (change.edge, change.diff);

@@ -12,7 +12,9 @@ use crate::generator::GraphSpec;
 use crate::options::{Cluster, ProgressMode, RunOptions};
 use crate::run::{run_on, Input, RunError};
 use crate::source::Source;
-use crate::stream::Stream;
+use crate::state::{Durability, InputKind, OutputKind, StateError};
+use crate::stdin_log::{LoggedStdin, StdinLog};
+use crate::stream::{Stream, StreamStart};
 use clap::{Args, Parser, Subcommand};
 use ripple_dataflow::RippleConfig;
 use ripple_storage::{SpillDir, Storage, StorageFault, StorageSettings};
@@ -57,6 +59,8 @@ localhost:2101, :2102, ... The processes first compare their version, computatio
 and progress mode, and refuse to run if any differs (exit code 2). A process that does not \
 connect within --connect-timeout, or whose connection breaks during the run, ends the run of the \
 others with an error naming it (exit code 1).
+
+DURABILITY: with --state-dir DIR, a checkpoint is committed to DIR every --checkpoint-every (default 1s) and when the input ends; the same command run again after a crash (or kill -9) resumes from the last one, and its output (an --output file, or the checksum of --summary) is byte for byte that of a run that never stopped: the output file is cut back to its length at the checkpoint, and the rows after it are computed again. Rows written to stdout after the last checkpoint are written again after a restart. DIR refuses a run of another computation, roots, input or output (exit code 2); a followed file is the recommended input. With stdin, the lines received are logged in DIR; a restart says which line the producer must send again from.
 
 EXIT CODES: 0 done; 1 a failure while running; 2 bad arguments or input; 130 and 143 stopped by \
 SIGINT and SIGTERM; 141 stdout closed by its reader. Unless the input is a stream, --output is \
@@ -167,6 +171,15 @@ pub struct RunArgs {
     /// when the run ends [default: the system's temporary directory].
     #[arg(long, value_name = "DIR", requires = "memory_budget")]
     pub spill_dir: Option<PathBuf>,
+    /// Make the run durable: checkpoints go to DIR (created if need be), and the same command
+    /// run again after a crash resumes from the last one, with the output of a run that never
+    /// stopped (see DURABILITY).
+    #[arg(long, value_name = "DIR")]
+    pub state_dir: Option<PathBuf>,
+    /// How often a durable run checkpoints, between steps (e.g. `1s`, `100ms`); it also does
+    /// when the input ends.
+    #[arg(long, value_name = "DURATION", value_parser = parse_interval, default_value = "1s")]
+    pub checkpoint_every: std::time::Duration,
 }
 
 /// A `--memory-budget`: a size with an optional unit.
@@ -185,13 +198,24 @@ fn parse_interval(text: &str) -> Result<std::time::Duration, String> {
     }
 }
 
-/// A failure before the run: exit code 2.
+/// A failure before the run: exit code 2 (or 1, for a state directory that cannot be read).
 #[derive(Debug, thiserror::Error)]
 pub enum UsageError {
     #[error(transparent)]
     Input(#[from] InputError),
     #[error("{0}")]
     Arguments(String),
+    #[error(transparent)]
+    State(#[from] StateError),
+}
+
+impl UsageError {
+    fn exit_code(&self) -> u8 {
+        match self {
+            UsageError::State(error) => error.exit_code(),
+            _ => 2,
+        }
+    }
 }
 
 impl RunArgs {
@@ -256,39 +280,128 @@ impl RunArgs {
         Ok(Some(Arc::new(Storage::in_spill_dir(spill, settings))))
     }
 
+    /// The generator's parameters.
+    fn graph_spec(&self) -> GraphSpec {
+        GraphSpec {
+            nodes: self.nodes,
+            edges: self.edges,
+            updates: self.updates,
+            seed: self.seed,
+        }
+    }
+
+    /// The checkpoints `--state-dir` asks for (of the process hosting worker 0), with the
+    /// checkpoint found there, if any.
+    fn durability(&self, computation: Computation) -> Result<Option<Durability>, UsageError> {
+        let Some(dir) = &self.state_dir else {
+            return Ok(None);
+        };
+        let input = match self.input.as_deref() {
+            None => {
+                let spec = self.graph_spec();
+                spec.validate().map_err(UsageError::Arguments)?;
+                InputKind::Generated(spec)
+            }
+            Some("-") => InputKind::Stdin,
+            Some(name) if self.follow => InputKind::Follow(name.into()),
+            Some(name) => InputKind::File(name.into()),
+        };
+        let output = match (&self.output, self.summary) {
+            (Some(_), _) => OutputKind::File,
+            (None, true) => OutputKind::None,
+            (None, false) => OutputKind::Stdout,
+        };
+        let every = self.checkpoint_every;
+        let durable = Durability::open(dir, computation, &self.roots, input, output, every)?;
+        Ok(Some(durable))
+    }
+
+    /// Stdin through the log in `durable`'s state directory, from `start`: says on stderr
+    /// which lines the log holds, so that a producer knows where to send again from.
+    fn logged_stdin(
+        &self,
+        durable: &mut Durability,
+        start: &StreamStart,
+        stdin: BufReader<std::io::Stdin>,
+    ) -> Result<Box<dyn crate::stream::LineSource>, UsageError> {
+        let dir = durable.dir();
+        let (log, held) =
+            StdinLog::open(dir, start.position).map_err(|error| StateError::Unusable {
+                dir: dir.to_path_buf(),
+                source: ripple_durable::DurableError::Io {
+                    path: dir.join("stdin-*.log"),
+                    source: error,
+                },
+            })?;
+        if held.lines > 0 {
+            eprintln!(
+                "ripple: resuming: {} holds the first {} lines of stdin; send from line {} on",
+                dir.display(),
+                held.lines,
+                held.lines + 1
+            );
+        }
+        durable.set_stdin_log(Arc::clone(&log));
+        Ok(Box::new(LoggedStdin::new(held, stdin, log)))
+    }
+
     /// The input of the process hosting worker 0: a file read whole, a stream started, or the
-    /// generator.
-    fn input(&self) -> Result<Input, UsageError> {
+    /// generator; from the checkpoint `durable` resumes from, if any.
+    fn input(&self, durable: Option<Durability>) -> Result<Input, UsageError> {
+        let resume = durable.as_ref().and_then(Durability::resume);
+        let from = resume.map_or(0, |resume| resume.frontier);
+        let mut durable = durable;
+        let mut input = self.input_from(durable.as_mut(), from)?;
+        input.durable = durable;
+        Ok(input)
+    }
+
+    fn input_from(&self, durable: Option<&mut Durability>, from: u64) -> Result<Input, UsageError> {
         let Some(name) = &self.input else {
-            let spec = GraphSpec {
-                nodes: self.nodes,
-                edges: self.edges,
-                updates: self.updates,
-                seed: self.seed,
-            };
+            let spec = self.graph_spec();
             spec.validate().map_err(UsageError::Arguments)?;
-            return Ok(Input::whole(Source::Generated(spec), self.batch));
+            return Ok(Input::whole_from(Source::Generated(spec), self.batch, from));
         };
         let io_error = |source| InputError::Io {
             file: name.clone(),
             source,
         };
         if name == "-" || self.follow {
+            let resume = durable.as_deref().and_then(Durability::resume);
+            let resume = resume.unwrap_or_default();
+            let start = match durable.as_deref().filter(|_| from > 0) {
+                None => StreamStart::default(),
+                Some(durable) => StreamStart {
+                    frontier: from,
+                    position: resume.position,
+                    multiplicities: durable.multiplicities().map_err(|source| {
+                        StateError::Unusable {
+                            dir: self.state_dir.clone().unwrap_or_default(),
+                            source,
+                        }
+                    })?,
+                },
+            };
             let (lines, shown): (Box<dyn crate::stream::LineSource>, String) = if name == "-" {
                 let stdin = BufReader::with_capacity(1 << 16, std::io::stdin());
-                (Box::new(stdin), "<stdin>".into())
+                match durable {
+                    None => (Box::new(stdin), "<stdin>".into()),
+                    Some(durable) => (self.logged_stdin(durable, &start, stdin)?, "<stdin>".into()),
+                }
             } else {
-                (
-                    Box::new(Follow::open(name).map_err(io_error)?),
-                    name.clone(),
-                )
+                let offset = start.position.offset;
+                let follow = Follow::open_at(name, offset).map_err(io_error)?;
+                (Box::new(follow), name.clone())
             };
-            let stream = Stream::spawn(lines, shown.clone()).map_err(io_error)?;
+            let stream =
+                Stream::spawn_from(lines, shown.clone(), start, crate::stream::Backlog::LIMIT)
+                    .map_err(io_error)?;
             return Ok(Input {
                 description: format!("{shown} (streamed)"),
                 feed: Box::new(stream),
                 streaming: true,
                 steps: None,
+                durable: None,
             });
         }
         let file = std::fs::File::open(name).map_err(io_error)?;
@@ -297,7 +410,7 @@ impl RunArgs {
             name: name.clone(),
             changes,
         };
-        Ok(Input::whole(source, self.batch))
+        Ok(Input::whole_from(source, self.batch, from))
     }
 }
 
@@ -321,6 +434,15 @@ pub fn main_with(args: impl IntoIterator<Item = String>) -> ExitCode {
     };
     let leads = cluster.process == 0;
     let streaming = args.input.as_deref() == Some("-") || args.follow;
+    // The process hosting worker 0 holds the state: its checkpoints, and the one it resumes.
+    let mut durable = match leads.then(|| args.durability(computation)).transpose() {
+        Ok(durable) => durable.flatten(),
+        Err(error) => return usage_error(error),
+    };
+    let resumed_output = durable
+        .as_ref()
+        .and_then(Durability::resume)
+        .and_then(|resume| resume.output.length);
     let leftovers = Arc::new(Mutex::new(Leftovers {
         output: None,
         spill: storage.as_ref().and_then(|storage| storage.spill_path()),
@@ -329,16 +451,31 @@ pub fn main_with(args: impl IntoIterator<Item = String>) -> ExitCode {
     // read, so an unwritable path is refused at once (see `destination`).
     let writer: Option<Box<dyn Write + Send>> = match (&args.output, args.summary, leads) {
         (_, _, false) => None,
-        (Some(path), _, true) => match OutputFile::create(path, streaming) {
-            Ok((file, writer)) => {
-                lock(&leftovers).output = Some(file);
-                Some(Box::new(writer))
+        (Some(path), _, true) => {
+            // A durable run's rows are written in place: a restart goes on after them.
+            let created = match resumed_output {
+                Some(length) => OutputFile::resume(path, length),
+                None => OutputFile::create(path, streaming || durable.is_some()),
+            };
+            let synced = created.and_then(|(file, writer)| {
+                // A regular file is synced and cut back; a pipe or a device is not.
+                let regular = writer.get_ref().metadata()?.is_file();
+                if let Some(durable) = durable.as_mut().filter(|_| regular) {
+                    durable.set_output_file(writer.get_ref().try_clone()?);
+                }
+                Ok((file, writer))
+            });
+            match synced {
+                Ok((file, writer)) => {
+                    lock(&leftovers).output = Some(file);
+                    Some(Box::new(writer))
+                }
+                Err(error) => {
+                    let message = format!("--output {}: {error}", path.display());
+                    return usage_error(UsageError::Arguments(message));
+                }
             }
-            Err(error) => {
-                let message = format!("--output {}: {error}", path.display());
-                return usage_error(UsageError::Arguments(message));
-            }
-        },
+        }
         (None, false, true) => Some(Box::new(BufWriter::with_capacity(
             1 << 16,
             std::io::stdout(),
@@ -384,7 +521,7 @@ pub fn main_with(args: impl IntoIterator<Item = String>) -> ExitCode {
         None
     };
     // Only the process hosting worker 0 reads the input.
-    let input = match leads.then(|| args.input()).transpose() {
+    let input = match leads.then(|| args.input(durable.take())).transpose() {
         Ok(input) => input,
         Err(error) => {
             lock(&leftovers).clean();
@@ -418,6 +555,15 @@ pub fn main_with(args: impl IntoIterator<Item = String>) -> ExitCode {
             return ExitCode::from(CLOSED_PIPE);
         }
         Err(RunError::Input(error)) => return failed(&error, 2),
+        Err(RunError::State(error)) => {
+            let code = crate::state::exit_code(&error);
+            let hint = if code == 1 {
+                "; the last checkpoint committed stays, and the same command resumes from it"
+            } else {
+                ""
+            };
+            return failed(&format!("{}{hint}", RunError::State(error)), code);
+        }
         Err(RunError::Cluster(error @ ClusterError::Mismatch { .. })) => return failed(&error, 2),
         Err(error) => return failed(&error, 1),
     };
@@ -454,10 +600,10 @@ fn lock(leftovers: &Mutex<Leftovers>) -> std::sync::MutexGuard<'_, Leftovers> {
         .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-/// Reports bad arguments or input: exit code 2.
+/// Reports bad arguments or input: exit code 2 (see [`UsageError::exit_code`]).
 fn usage_error(error: UsageError) -> ExitCode {
     eprintln!("ripple: error: {error}");
-    ExitCode::from(2)
+    ExitCode::from(error.exit_code())
 }
 
 /// Keeps the panic hook quiet for workers unwinding with a [`StorageFault`] (the error they

@@ -69,6 +69,19 @@ impl OutputFile {
         Ok((output, BufWriter::with_capacity(1 << 16, file)))
     }
 
+    /// The output file of a resumed durable run (`--state-dir`), written on after its first
+    /// `length` bytes, which its checkpoint recorded: what came after them is cut.
+    pub fn resume(path: &Path, length: u64) -> std::io::Result<(Self, BufWriter<File>)> {
+        let file = ripple_durable::resume_file(path, length).map_err(std::io::Error::other)?;
+        let target = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+        let output = Self {
+            path: target,
+            temporary: None,
+            truncate: None,
+        };
+        Ok((output, BufWriter::with_capacity(1 << 16, file)))
+    }
+
     /// The run is under way: a file written in place is emptied for its rows.
     pub fn begin(&mut self) -> std::io::Result<()> {
         match self.truncate.take() {

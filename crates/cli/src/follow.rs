@@ -52,6 +52,14 @@ impl Follow {
         })
     }
 
+    /// Opens `path` to read from byte `offset` on (where a resumed run's checkpoint left it).
+    pub fn open_at(path: impl Into<PathBuf>, offset: u64) -> std::io::Result<Self> {
+        let mut follow = Self::open(path)?;
+        follow.reader.seek(SeekFrom::Start(offset))?;
+        follow.position = offset;
+        Ok(follow)
+    }
+
     /// A flag that ends the input: once it is set, the input ends where the file ends (what
     /// was appended before the flag was set is read).
     pub fn stopper(&self) -> Arc<AtomicBool> {

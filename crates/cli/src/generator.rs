@@ -30,12 +30,19 @@ impl SplitMix64 {
         Self { state: seed }
     }
 
+    const GAMMA: u64 = 0x9E37_79B9_7F4A_7C15;
+
     pub fn next_u64(&mut self) -> u64 {
-        self.state = self.state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        self.state = self.state.wrapping_add(Self::GAMMA);
         let mut z = self.state;
         z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
         z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
         z ^ (z >> 31)
+    }
+
+    /// Skips `draws` numbers at once (the state is a counter).
+    pub fn skip(&mut self, draws: u64) {
+        self.state = self.state.wrapping_add(Self::GAMMA.wrapping_mul(draws));
     }
 
     /// A number in `0..bound`.
@@ -101,6 +108,17 @@ impl Generator {
     pub fn removal(&mut self) -> Edge {
         Self::edge(self.nodes, &mut self.removals)
     }
+
+    /// Skips the times before `time` of a graph of `edges` edges, as if their changes had been
+    /// generated (a resumed run starts after its checkpoint): two draws an edge.
+    pub fn skip_to(&mut self, time: u64, edges: u64) {
+        if time == 0 {
+            return;
+        }
+        let inserted = edges + (time - 1);
+        self.additions.skip(2 * inserted);
+        self.removals.skip(2 * (time - 1));
+    }
 }
 
 #[cfg(test)]
@@ -114,6 +132,33 @@ mod tests {
         let mut random = SplitMix64::new(0);
         assert_eq!(random.next_u64(), 0xE220_A839_7B1D_CDAF);
         assert_eq!(random.next_u64(), 0x6E78_9E6A_A1B9_65F4);
+    }
+
+    #[test]
+    fn skipping_matches_generating() {
+        let spec = GraphSpec {
+            nodes: 97,
+            edges: 13,
+            updates: 50,
+            seed: 5,
+        };
+        for time in 0..20 {
+            let mut generated = Generator::new(&spec);
+            for _ in 0..spec.edges {
+                generated.insertion();
+            }
+            for _ in 1..time {
+                generated.insertion();
+                generated.removal();
+            }
+            let mut skipped = Generator::new(&spec);
+            skipped.skip_to(time, spec.edges);
+            if time == 0 {
+                continue;
+            }
+            assert_eq!(skipped.insertion(), generated.insertion());
+            assert_eq!(skipped.removal(), generated.removal());
+        }
     }
 
     #[test]

@@ -20,5 +20,7 @@ pub mod output;
 pub mod progress;
 pub mod run;
 pub mod source;
+pub mod state;
 pub mod stats;
+pub mod stdin_log;
 pub mod stream;

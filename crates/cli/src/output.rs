@@ -98,6 +98,25 @@ impl OutputSink {
         self.rows
     }
 
+    /// The checksum of the rows emitted so far.
+    pub fn checksum(&self) -> Checksum {
+        self.checksum
+    }
+
+    /// Goes on from `rows` rows of checksum `checksum`, emitted by the run resumed.
+    pub fn resume(&mut self, rows: u64, checksum: Checksum) {
+        self.rows = rows;
+        self.checksum = checksum;
+    }
+
+    /// Writes out what the writer holds.
+    pub fn flush(&mut self) -> std::io::Result<()> {
+        match &mut self.writer {
+            Some(writer) => writer.flush(),
+            None => Ok(()),
+        }
+    }
+
     fn emit(&mut self, by_time: &[(u64, Value, i64)]) -> std::io::Result<()> {
         for &(time, value, diff) in by_time {
             let row = (value, time, diff);

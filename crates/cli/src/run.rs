@@ -13,10 +13,12 @@ use crate::computation::Value;
 use crate::options::RunOptions;
 use crate::output::{OutputSink, Row};
 use crate::progress::Progress;
-use crate::source::{Fed, Feed, Source};
+use crate::source::{Fed, Feed, Position, Source};
+use crate::state::{Durability, OutputMark};
 use crate::stats::{peak_resident_bytes, RunReport, Ticker};
 use ripple_dataflow::exchange::exchange_by;
 use ripple_dataflow::{Collection, InputSession, RippleConfig, UpdateContainer};
+use ripple_durable::DurableError;
 use ripple_updates::consolidate::consolidate_owned_triples;
 use std::cell::RefCell;
 use std::io::Write;
@@ -44,6 +46,9 @@ pub enum RunError {
     Worker(String),
     #[error(transparent)]
     Cluster(#[from] ClusterError),
+    /// A checkpoint could not be written, or the state resumed from read.
+    #[error("--state-dir: {0}")]
+    State(#[from] DurableError),
 }
 
 /// A run's input, for the process hosting worker 0.
@@ -55,16 +60,24 @@ pub struct Input {
     pub streaming: bool,
     /// How many steps the run makes, when known (for the progress bar).
     pub steps: Option<u64>,
+    /// The run's checkpoints, with `--state-dir`.
+    pub durable: Option<Durability>,
 }
 
 impl Input {
     /// An input read whole, fed the first time alone, then `batch` times per step.
     pub fn whole(source: Source, batch: u64) -> Self {
+        Self::whole_from(source, batch, 0)
+    }
+
+    /// Like [`Input::whole`], from time `from` on (a resumed run's).
+    pub fn whole_from(source: Source, batch: u64, from: u64) -> Self {
         Self {
             description: source.describe(),
-            steps: Some(source.steps(batch)),
+            steps: Some(source.steps_from(batch, from)),
             streaming: false,
-            feed: Box::new(source.into_feed()),
+            feed: Box::new(source.into_feed_from(from)),
+            durable: None,
         }
     }
 }
@@ -285,6 +298,7 @@ fn drive(
         mut feed,
         streaming,
         steps,
+        mut durable,
     } = input;
     let mut report = RunReport::new(options, description, peers);
     let mut sink = OutputSink::new(options.computation, writer, streaming);
@@ -293,6 +307,30 @@ fn drive(
     let mut loaded = false;
     let mut done_steps = 0;
     let mut updates_began = Instant::now();
+    // Every input time below this has been fed and its rows written.
+    let mut frontier = 0;
+    if let Some(durable) = durable
+        .as_mut()
+        .filter(|durable| durable.resume().is_some())
+    {
+        let began = Instant::now();
+        let (at, changes) = rehydrate(worker, &mut edges, durable, &probe, abort)?;
+        // The rows below the checkpoint's frontier are the state there, not changes: the run
+        // resumed wrote the changes before it.
+        gathered.borrow_mut().clear();
+        let output = durable
+            .resume()
+            .map(|resume| resume.output)
+            .unwrap_or_default();
+        sink.resume(output.rows, output.checksum);
+        frontier = at;
+        if at > 0 {
+            loaded = true;
+            report.load = began.elapsed();
+            report.load_changes = changes;
+            updates_began = Instant::now();
+        }
+    }
     let failure = loop {
         let max_times = if loaded { options.batch } else { 1 };
         if aborted() {
@@ -307,10 +345,16 @@ fn drive(
         );
         let mut began = Instant::now();
         let mut pushed = 0usize;
+        let mut unrecorded = None;
         let fed = feed.feed(max_times, deadline, &mut |edge, time, diff| {
             edges.update_at(edge, time, diff).expect(
                 "a feed hands out complete times in order, none before the last step's end",
             );
+            if let Some(durable) = durable.as_mut() {
+                if let Err(error) = durable.record(edge, time, diff) {
+                    unrecorded.get_or_insert(error);
+                }
+            }
             pushed += 1;
             if pushed.is_multiple_of(STEP_EVERY_CHANGES) {
                 // A big step (the load of a graph) moves into the arrangements' batchers as
@@ -319,12 +363,18 @@ fn drive(
                 worker.step();
             }
         });
+        if let Some(error) = unrecorded {
+            return Err(error.into());
+        }
         let (end, times, changes) = match fed {
             Err(error) => break Some(error),
             Ok(Fed::End) => break None,
             Ok(Fed::Idle) => {
                 if let Some(ticker) = &mut ticker {
                     ticker.tick(sink.rows());
+                }
+                if let Some(durable) = durable.as_mut().filter(|d| d.due_beyond(frontier)) {
+                    checkpoint(durable, &mut sink, frontier, feed.position())?;
                 }
                 continue;
             }
@@ -348,6 +398,10 @@ fn drive(
             return Err(stopped(worker));
         }
         sink.step(&mut gathered.borrow_mut())?;
+        frontier = end;
+        if let Some(durable) = durable.as_mut().filter(|durable| durable.due()) {
+            checkpoint(durable, &mut sink, frontier, feed.position())?;
+        }
         let elapsed = began.elapsed();
         if times == 0 {
             // Progress alone: nothing was fed.
@@ -387,11 +441,64 @@ fn drive(
         return Err(error.into());
     }
     sink.step(&mut gathered.borrow_mut())?;
+    if let Some(durable) = durable.as_mut() {
+        // The input ended: a restart finds everything done.
+        checkpoint(durable, &mut sink, frontier, feed.position())?;
+        report.checkpoints = Some(durable.stats);
+    }
     let (checksum, rows) = sink.finish()?;
     report.checksum = checksum;
     report.rows = rows;
     report.peak_resident = peak_resident_bytes();
     Ok(Some(report))
+}
+
+/// Feeds the snapshot of the checkpoint `durable` resumes from at its frontier's last time,
+/// and runs until the dataflow's output is complete up to the frontier, which it returns with
+/// the number of changes fed.
+fn rehydrate(
+    worker: &mut Worker,
+    edges: &mut InputSession<u64, Edge>,
+    durable: &mut Durability,
+    probe: &ProbeHandle<u64>,
+    abort: &AtomicBool,
+) -> Result<(u64, u64), RunError> {
+    let at = durable.resume().map_or(0, |resume| resume.frontier);
+    let mut pushed = 0u64;
+    if at > 0 {
+        durable.replay(|edge, diff| {
+            edges
+                .update_at(edge, at - 1, diff)
+                .expect("a new input is at time 0");
+            pushed += 1;
+            if pushed.is_multiple_of(STEP_EVERY_CHANGES as u64) {
+                edges.flush();
+                worker.step();
+            }
+        })?;
+    }
+    edges.advance_to(at).expect("a new input is at time 0");
+    worker.step_while(|| probe.less_than(&at) && !abort.load(Ordering::Acquire));
+    if abort.load(Ordering::Acquire) {
+        return Err(stopped(worker));
+    }
+    Ok((at, pushed))
+}
+
+/// Flushes the output and commits a checkpoint at `frontier`, the input at `position`.
+fn checkpoint(
+    durable: &mut Durability,
+    sink: &mut OutputSink,
+    frontier: u64,
+    position: Position,
+) -> Result<(), RunError> {
+    sink.flush()?;
+    let output = OutputMark {
+        length: None,
+        rows: sink.rows(),
+        checksum: sink.checksum(),
+    };
+    Ok(durable.checkpoint(frontier, position, output)?)
 }
 
 /// The least number of gathered rows consolidated at once.

@@ -23,8 +23,22 @@ pub enum Fed {
     End,
 }
 
+/// Where a streamed input stands after the times fed so far: the bytes and lines read up to
+/// the end of the last line that belonged to them (or to progress fed). A resumed stream
+/// starts reading there; an input read whole resumes by time alone, and stays at zero.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Position {
+    pub offset: u64,
+    pub line: u64,
+}
+
 /// Complete times, in order, for the driver.
 pub trait Feed: Send {
+    /// Where the input stands after the steps fed so far (see [`Position`]).
+    fn position(&self) -> Position {
+        Position::default()
+    }
+
     /// Waits until some time is complete (or the input ends, or `deadline` passes), then passes
     /// the changes of up to `max_times` complete times to `push`, in time order. An error in
     /// the input comes after every time completed before it.
@@ -76,29 +90,55 @@ impl Source {
         u64::from(distinct > 0) + distinct.saturating_sub(1).div_ceil(batch.max(1))
     }
 
+    /// Like [`Source::steps`], for a run resumed at time `from`: the times at or after it, at
+    /// `batch` per step.
+    pub fn steps_from(&self, batch: u64, from: u64) -> u64 {
+        if from == 0 {
+            return self.steps(batch);
+        }
+        let distinct = match self {
+            Source::Generated(spec) => (spec.updates + 1).saturating_sub(from),
+            Source::Changes { changes, .. } => {
+                let at = changes.partition_point(|change| change.time < from);
+                changes[at..].chunk_by(|a, b| a.time == b.time).count() as u64
+            }
+        };
+        distinct.div_ceil(batch.max(1))
+    }
+
     /// This source as a feed.
     pub fn into_feed(self) -> Planned {
-        let position = match &self {
-            Source::Changes { .. } => Position::Changes { next: 0 },
-            Source::Generated(spec) => Position::Generated {
-                generator: Generator::new(spec),
-                next_time: 0,
+        self.into_feed_from(0)
+    }
+
+    /// This source as a feed of the times at or after `from` (a resumed run's).
+    pub fn into_feed_from(self, from: u64) -> Planned {
+        let next = match &self {
+            Source::Changes { changes, .. } => Next::Changes {
+                next: changes.partition_point(|change| change.time < from),
             },
+            Source::Generated(spec) => {
+                let mut generator = Generator::new(spec);
+                let from = from.min(spec.updates + 1);
+                generator.skip_to(from, spec.edges);
+                Next::Generated {
+                    generator,
+                    next_time: from,
+                }
+            }
         };
-        Planned {
-            source: self,
-            position,
-        }
+        Planned { source: self, next }
     }
 }
 
 /// A [`Source`] handing out its times in order.
 pub struct Planned {
     source: Source,
-    position: Position,
+    next: Next,
 }
 
-enum Position {
+/// What a [`Planned`] feeds next.
+enum Next {
     /// The next change to feed.
     Changes { next: usize },
     Generated {
@@ -115,8 +155,8 @@ impl Feed for Planned {
         push: &mut dyn FnMut(Edge, u64, i64),
     ) -> Result<Fed, InputError> {
         let max_times = max_times.max(1);
-        match (&self.source, &mut self.position) {
-            (Source::Changes { changes, .. }, Position::Changes { next }) => {
+        match (&self.source, &mut self.next) {
+            (Source::Changes { changes, .. }, Next::Changes { next }) => {
                 let (start, mut times, mut last) = (*next, 0, None);
                 while let Some(change) = changes.get(*next) {
                     if last != Some(change.time) {
@@ -141,7 +181,7 @@ impl Feed for Planned {
             }
             (
                 Source::Generated(spec),
-                Position::Generated {
+                Next::Generated {
                     generator,
                     next_time,
                 },

@@ -2,6 +2,7 @@
 
 use crate::options::RunOptions;
 use crate::output::Checksum;
+use crate::state::CheckpointSummary;
 use ripple_storage::StorageStats;
 use std::fmt;
 use std::time::{Duration, Instant};
@@ -33,6 +34,8 @@ pub struct RunReport {
     pub peak_resident: Option<u64>,
     /// What the storage tier did, with `--memory-budget`.
     pub storage: Option<StorageStats>,
+    /// What the checkpoints did, with `--state-dir`.
+    pub checkpoints: Option<CheckpointSummary>,
 }
 
 impl RunReport {
@@ -55,6 +58,7 @@ impl RunReport {
             checksum: Checksum::default(),
             peak_resident: None,
             storage: None,
+            checkpoints: None,
         }
     }
 
@@ -245,6 +249,23 @@ impl fmt::Display for RunReport {
                 f,
                 "key filters  {} of {} probes passed",
                 storage.probes_passed, storage.probes_filtered
+            )?;
+        }
+        if let Some(checkpoints) = &self.checkpoints {
+            if let Some(frontier) = checkpoints.resumed_from {
+                writeln!(
+                    f,
+                    "resumed      from the checkpoint at time {frontier} (the load above is its rehydration)"
+                )?;
+            }
+            writeln!(
+                f,
+                "checkpoints  {}: {} of new changes, {} of merges; snapshot {}; longest {}",
+                checkpoints.count,
+                human_bytes(checkpoints.new_bytes),
+                human_bytes(checkpoints.merged_bytes),
+                human_bytes(checkpoints.snapshot_bytes),
+                human_duration(checkpoints.longest)
             )?;
         }
         writeln!(f, "output       {} rows", self.rows)?;

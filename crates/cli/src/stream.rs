@@ -13,7 +13,7 @@
 //! output is written, then the run stops with the error.
 
 use crate::changes::{parse_record, Edge, EdgeChange, InputError, Multiplicities, Record};
-use crate::source::{Fed, Feed};
+use crate::source::{Fed, Feed, Position};
 use std::collections::VecDeque;
 use std::io::BufRead;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -39,14 +39,27 @@ impl<R: BufRead + Send> LineSource for R {
     }
 }
 
-/// A complete time, or progress without data.
+/// A complete time, or progress without data; each with the input's position after it.
 #[derive(Debug)]
 enum Message {
     Time {
         time: u64,
         changes: Vec<(Edge, i64)>,
+        end: Position,
     },
-    Progress(u64),
+    Progress(u64, Position),
+}
+
+/// Where a stream begins: at the start of its input, or where a resumed run's checkpoint left
+/// it (`--state-dir`).
+#[derive(Debug, Default)]
+pub struct StreamStart {
+    /// Times below this are complete already: a change below it is out of order.
+    pub frontier: u64,
+    /// Where the lines begin (the source is there already); line numbers go on from it.
+    pub position: Position,
+    /// The edges' multiplicities at `frontier`, which removals are checked against.
+    pub multiplicities: Multiplicities,
 }
 
 /// Complete times read but not yet taken by the workers (see the module documentation).
@@ -66,6 +79,8 @@ struct State {
     ended: Option<Result<(), InputError>>,
     /// The workers are gone: the reader stops.
     abandoned: bool,
+    /// The position after the last message taken.
+    taken: Position,
 }
 
 impl Backlog {
@@ -96,15 +111,16 @@ impl Backlog {
     fn push(&self, message: Message) -> bool {
         let size = match &message {
             Message::Time { changes, .. } => changes.len(),
-            Message::Progress(_) => 0,
+            Message::Progress(..) => 0,
         };
         let mut state = self.lock();
         // Progress behind progress says only the later one: merged, a producer's heartbeats
         // cannot grow the queue.
-        if let (Message::Progress(upto), Some(Message::Progress(last))) =
+        if let (Message::Progress(upto, end), Some(Message::Progress(last, last_end))) =
             (&message, state.queue.back_mut())
         {
             *last = (*last).max(*upto);
+            *last_end = *end;
             return !state.abandoned;
         }
         while !state.abandoned && !state.queue.is_empty() && state.queued + size > self.limit {
@@ -172,11 +188,16 @@ impl Backlog {
         while times < max_times {
             match state.queue.pop_front() {
                 None => break,
-                Some(Message::Progress(upto)) => end = end.max(upto),
+                Some(Message::Progress(upto, after)) => {
+                    end = end.max(upto);
+                    state.taken = after;
+                }
                 Some(Message::Time {
                     time,
                     changes: batch,
+                    end: after,
                 }) => {
+                    state.taken = after;
                     state.queued -= batch.len();
                     changes += batch.len() as u64;
                     for (edge, diff) in batch {
@@ -212,21 +233,24 @@ pub struct Stream {
 impl Stream {
     /// Starts a thread reading `lines` (named `name` in messages) into a new backlog.
     pub fn spawn(lines: Box<dyn LineSource>, name: String) -> std::io::Result<Self> {
-        Self::spawn_with_limit(lines, name, Backlog::LIMIT)
+        Self::spawn_from(lines, name, StreamStart::default(), Backlog::LIMIT)
     }
 
-    /// Like [`Stream::spawn`], the backlog holding about `limit` changes at most.
-    fn spawn_with_limit(
+    /// Like [`Stream::spawn`], for lines that begin at `start`, the backlog holding about
+    /// `limit` changes at most.
+    pub fn spawn_from(
         lines: Box<dyn LineSource>,
         name: String,
+        start: StreamStart,
         limit: usize,
     ) -> std::io::Result<Self> {
         let backlog = Arc::new(Backlog::new(limit));
+        backlog.lock().taken = start.position;
         let filled = Arc::clone(&backlog);
         std::thread::Builder::new()
             .name("ripple-input".into())
             .spawn(move || {
-                let outcome = read_stream(lines, &name, &filled);
+                let outcome = read_stream(lines, &name, start, &filled);
                 filled.finish(outcome);
             })?;
         Ok(Self { backlog })
@@ -242,6 +266,10 @@ impl Feed for Stream {
     ) -> Result<Fed, InputError> {
         self.backlog.take(max_times, deadline, push)
     }
+
+    fn position(&self) -> Position {
+        self.backlog.lock().taken
+    }
 }
 
 impl Drop for Stream {
@@ -251,27 +279,32 @@ impl Drop for Stream {
     }
 }
 
-/// The time being read: its changes with their lines, and the first of those lines.
+/// The time being read: its changes with their lines, the first of those lines, and the
+/// position after the last.
 struct Open {
     time: u64,
     first_line: usize,
     group: Vec<(EdgeChange, usize)>,
+    end: Position,
 }
 
 /// Reads `lines` to their end into `backlog` (see the module documentation).
 fn read_stream(
     mut lines: Box<dyn LineSource>,
     name: &str,
+    start: StreamStart,
     backlog: &Backlog,
 ) -> Result<(), InputError> {
-    let mut multiplicities = Multiplicities::default();
+    let mut multiplicities = start.multiplicities;
     let mut open: Option<Open> = None;
     // The latest progress line: `(T, line)`.
     let mut progress: Option<(u64, usize)> = None;
     // Every time below this is complete (the last completed time's successor, or progress).
-    let frontier = std::cell::Cell::new(0u64);
+    let frontier = std::cell::Cell::new(start.frontier);
+    let resumed_at = start.frontier;
     let mut bytes = Vec::new();
-    let mut line = 0;
+    let mut line = start.position.line as usize;
+    let mut offset = start.position.offset;
     // Completes the open time: checks it and queues it. False if the workers are gone.
     let mut complete = |open: &mut Option<Open>| -> Result<bool, InputError> {
         let Some(done) = open.take() else {
@@ -284,6 +317,7 @@ fn read_stream(
         Ok(backlog.push(Message::Time {
             time: done.time,
             changes,
+            end: done.end,
         }))
     };
     loop {
@@ -299,8 +333,14 @@ fn read_stream(
         }
         if lines.restarted() {
             line = 0;
+            offset = 0;
         }
         line += 1;
+        offset += read as u64;
+        let here = Position {
+            offset,
+            line: line as u64,
+        };
         match parse_record(&bytes, name, line)? {
             Record::Skip => {}
             Record::Change(change) => {
@@ -324,6 +364,11 @@ fn read_stream(
                                 "the progress line `@{upto}` of line {at}"
                             )));
                         }
+                        if change.time < resumed_at {
+                            return Err(out_of_order(format!(
+                                "the checkpoint the run resumed from, which holds the times below {resumed_at}"
+                            )));
+                        }
                         if !complete(&mut open)? {
                             return Ok(());
                         }
@@ -331,13 +376,13 @@ fn read_stream(
                             time: change.time,
                             first_line: line,
                             group: Vec::new(),
+                            end: here,
                         });
                     }
                 }
-                open.as_mut()
-                    .expect("a time is open")
-                    .group
-                    .push((change, line));
+                let current = open.as_mut().expect("a time is open");
+                current.group.push((change, line));
+                current.end = here;
             }
             Record::Progress(upto) => {
                 if open.as_ref().is_some_and(|current| current.time < upto) && !complete(&mut open)?
@@ -350,7 +395,7 @@ fn read_stream(
                 }
                 frontier.set(upto);
                 progress = Some((upto, line));
-                if !backlog.push(Message::Progress(upto)) {
+                if !backlog.push(Message::Progress(upto, here)) {
                     return Ok(());
                 }
             }
@@ -442,7 +487,13 @@ mod tests {
 
     #[test]
     fn a_fast_producer_waits_for_the_workers() {
-        let mut stream = Stream::spawn_with_limit(Box::new(Endless(0)), "e".into(), 100).unwrap();
+        let mut stream = Stream::spawn_from(
+            Box::new(Endless(0)),
+            "e".into(),
+            StreamStart::default(),
+            100,
+        )
+        .unwrap();
         std::thread::sleep(std::time::Duration::from_millis(100));
         assert!(
             stream.backlog.queued() <= 100,

@@ -74,6 +74,9 @@ pub trait FileReader: Send + Sync {
 #[derive(Clone, Debug)]
 pub struct LocalDir {
     root: PathBuf,
+    /// Whether a finished file is synced to the device before it is published (durable
+    /// state); spilled files are not (they live for one run).
+    sync: bool,
 }
 
 impl LocalDir {
@@ -85,7 +88,25 @@ impl LocalDir {
             let error = std::io::Error::new(std::io::ErrorKind::NotADirectory, "not a directory");
             return Err(StorageError::io(&root, error));
         }
-        Ok(Self { root })
+        Ok(Self { root, sync: false })
+    }
+
+    /// Like [`LocalDir::new`], syncing every file to the device before its rename publishes
+    /// it: a file seen under its name after a crash is whole, once the directory itself is
+    /// synced ([`LocalDir::sync_dir`]).
+    pub fn durable(root: impl Into<PathBuf>) -> Result<Self, StorageError> {
+        Ok(Self {
+            sync: true,
+            ..Self::new(root)?
+        })
+    }
+
+    /// Syncs the directory's entries (the renames that published files, the deletes) to the
+    /// device.
+    pub fn sync_dir(&self) -> Result<(), StorageError> {
+        File::open(&self.root)
+            .and_then(|dir| dir.sync_all())
+            .map_err(|e| StorageError::io(&self.root, e))
     }
 
     /// The directory.
@@ -104,6 +125,7 @@ impl FileStore for LocalDir {
             file: Some(BufWriter::with_capacity(LocalWriter::BUFFER, file)),
             temporary,
             path,
+            sync: self.sync,
         }))
     }
 
@@ -133,6 +155,8 @@ struct LocalWriter {
     file: Option<BufWriter<File>>,
     temporary: PathBuf,
     path: PathBuf,
+    /// Sync the file before publishing it ([`LocalDir::durable`]).
+    sync: bool,
 }
 
 impl LocalWriter {
@@ -165,15 +189,14 @@ impl FileWriter for LocalWriter {
             let error = std::io::Error::other("finished after it failed");
             return Err(StorageError::io(&self.path, error));
         };
-        // No fsync: spilled files live for one run, and the page cache serves them until
-        // they are deleted (durable state needs checkpoints that sync, issue #53).
+        // Spilled files are not synced: they live for one run, and the page cache serves them
+        // until they are deleted. Durable ones are, before the rename can publish them.
+        let sync = self.sync;
         let done = file
             .into_inner()
             .map_err(|error| error.into_error())
-            .and_then(|file| {
-                drop(file);
-                fs::rename(&self.temporary, &self.path)
-            });
+            .and_then(|file| if sync { file.sync_all() } else { Ok(()) })
+            .and_then(|()| fs::rename(&self.temporary, &self.path));
         done.map_err(|error| self.fail(error))
     }
 }

@@ -165,6 +165,20 @@ impl Storage {
         (id, format!("batch-{id:08}.rpl"))
     }
 
+    /// Numbers files from `next` on, if that is past the numbers given so far: a tier over a
+    /// directory that holds files of an earlier run names none of its new files like them.
+    pub fn number_files_from(&self, next: u64) {
+        self.next_file.fetch_max(next, Ordering::Relaxed);
+    }
+
+    /// The number in the name of a file this tier would name (`batch-<number>.rpl`).
+    pub fn file_number(name: &str) -> Option<u64> {
+        name.strip_prefix("batch-")?
+            .strip_suffix(".rpl")?
+            .parse()
+            .ok()
+    }
+
     /// Counts a file of `bytes` written.
     pub fn note_written(&self, bytes: u64) {
         self.files_written.fetch_add(1, Ordering::Relaxed);

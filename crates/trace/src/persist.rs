@@ -114,6 +114,12 @@ impl<U: Update> Batch<U> {
         Ok(Batch::from_stored(stored))
     }
 
+    /// The name of a stored batch's file, which from now on stays when the last handle to
+    /// the batch drops (a durable snapshot keeps it, and deletes it itself); `None` in memory.
+    pub fn keep_file(&self) -> Option<String> {
+        self.stored().map(|(stored, _)| stored.keep().to_string())
+    }
+
     /// Reads and checks every block of a stored batch (nothing for one in memory): an error
     /// names the file and the first block that is damaged.
     pub fn check_blocks(&self) -> Result<(), StorageError> {

@@ -55,8 +55,9 @@ pub struct StoredBatch<U: Update> {
     name: String,
     reader: Box<dyn FileReader>,
     index: FileIndex<U>,
-    /// Whether dropping the batch deletes its file (files the spine wrote, not files opened).
-    owned: bool,
+    /// Whether dropping the batch deletes its file (files the spine wrote, not files opened
+    /// nor files kept: see [`StoredBatch::keep`]).
+    owned: std::cell::Cell<bool>,
     /// A block of no keys: what a lookup cursor views before its first block (see
     /// [`Batch::lookup_cursor`]).
     empty: Box<[u64]>,
@@ -84,9 +85,15 @@ impl<U: Update> StoredBatch<U> {
             name,
             reader,
             index,
-            owned,
+            owned: std::cell::Cell::new(owned),
             empty: empty.into_boxed_slice(),
         })
+    }
+
+    /// The file's name; from now on the file stays when the batch drops.
+    pub(crate) fn keep(&self) -> &str {
+        self.owned.set(false);
+        &self.name
     }
 
     /// The batch's description.
@@ -199,7 +206,7 @@ impl<U: Update> StoredBatch<U> {
 
 impl<U: Update> Drop for StoredBatch<U> {
     fn drop(&mut self) {
-        if self.owned {
+        if self.owned.get() {
             self.storage
                 .delete(self.id, &self.name, self.index.block_count());
         }

@@ -172,6 +172,7 @@ fn run_cell(
         feed: Box::new(stream),
         streaming: true,
         steps: None,
+        durable: None,
     };
     let arrivals = Arrivals::default();
     let writer = arrivals.clone();
