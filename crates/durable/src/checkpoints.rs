@@ -6,8 +6,15 @@
 //! the collection at time `F - 1`. A file holds the changes of the times `[lower, upper)` of
 //! its description, consolidated and all moved to time `upper - 1` (its `since`). A checkpoint
 //! writes only what was fed since the one before (in parts of [`PART_UPDATES`] if a step is
-//! big, so that a load is not held twice in memory), then merges files so that the snapshot
-//! stays within about a quarter of its live size on disk, and commits the manifest.
+//! big, so that a load is not held twice in memory; a part is written on a thread while the
+//! next is gathered) and commits the manifest.
+//!
+//! Merges keep the snapshot near its live size and its files few, on a thread of their own
+//! (the run goes on meanwhile): when the removals after the first file could cancel a fifth of
+//! the snapshot's updates, all files are merged into one; when there are more than
+//! [`MAX_FILES`], the adjacent pair of the fewest updates is. A merge starts after a commit,
+//! from committed files; a later checkpoint takes its file in their place, and the commit
+//! after that deletes them.
 //!
 //! Rehydration ([`Checkpoints::replay`]) reads the files back; the dataflow recomputes every
 //! operator's state from them (operator state is never stored).
@@ -31,9 +38,14 @@ pub const PART_UPDATES: usize = 1 << 22;
 /// Keys merged between lettings go of the inputs' pinned blocks.
 const SLICE_KEYS: usize = 1 << 12;
 
-/// A snapshot is merged whole once the files after its first hold this fraction of the
-/// first's updates (the space on disk stays within about 1.25x of the merged size).
-const MERGE_ALL_FRACTION: u64 = 4;
+/// A snapshot is merged whole once the updates its removals could cancel are this fraction
+/// of its updates or more (1 in 5: the space on disk stays within about 1.25x of the live
+/// size).
+const WASTE_FRACTION: u64 = 5;
+
+/// More files than this are merged, a pair at a time: enough that a snapshot of a long run's
+/// checkpoints is rarely rewritten, few enough to keep open at once.
+pub const MAX_FILES: usize = 32;
 
 /// What a checkpoint wrote.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -63,6 +75,28 @@ pub struct Checkpoints<D: Data> {
     part_updates: usize,
     /// The files written since the last commit (parts, merges), some merged away since.
     written: Vec<String>,
+    /// The merge running, if any: the positions in `files` of its inputs (only appended to
+    /// meanwhile), and its thread.
+    merging: Option<(std::ops::Range<usize>, MergeThread)>,
+    /// The part being written, on a thread of its own (the next is gathered meanwhile).
+    writing: Option<MergeThread>,
+}
+
+/// A thread writing a file of the snapshot: a merge's, or a part's (`None` if everything
+/// cancelled).
+type MergeThread = std::thread::JoinHandle<Result<Option<SnapshotFile>, DurableError>>;
+
+impl<D: Data> Drop for Checkpoints<D> {
+    fn drop(&mut self) {
+        // A merge's or a part's file would be left for the next opening to remove; they are
+        // waited for, not left writing.
+        if let Some((_, thread)) = self.merging.take() {
+            let _ = thread.join();
+        }
+        if let Some(thread) = self.writing.take() {
+            let _ = thread.join();
+        }
+    }
 }
 
 impl<D: Data> Checkpoints<D> {
@@ -80,6 +114,8 @@ impl<D: Data> Checkpoints<D> {
             parts_bytes: 0,
             part_updates: PART_UPDATES,
             written: Vec::new(),
+            merging: None,
+            writing: None,
         }
     }
 
@@ -111,7 +147,7 @@ impl<D: Data> Checkpoints<D> {
         self.pending.push((data, diff));
         self.pending_max = Some(self.pending_max.map_or(time, |max| max.max(time)));
         if self.pending.len() >= self.part_updates {
-            self.write_part()?;
+            self.write_part(false)?;
         }
         Ok(())
     }
@@ -129,9 +165,9 @@ impl<D: Data> Checkpoints<D> {
             return Err(DurableError::Early { frontier, time });
         }
         assert!(frontier >= self.covered, "checkpoints move forward");
-        self.write_part()?;
+        let merged_bytes = self.adopt_merge(false)?;
+        self.write_part(true)?;
         let new_bytes = std::mem::take(&mut self.parts_bytes);
-        let merged_bytes = self.merge()?;
         let manifest = Manifest {
             frontier,
             files: self.files.clone(),
@@ -140,6 +176,7 @@ impl<D: Data> Checkpoints<D> {
         self.state.commit(manifest, &self.written, before_rename)?;
         self.written.clear();
         self.covered = frontier;
+        self.start_merge();
         Ok(CheckpointStats {
             new_bytes,
             merged_bytes,
@@ -170,103 +207,184 @@ impl<D: Data> Checkpoints<D> {
         Ok(())
     }
 
-    /// Writes the pending changes, consolidated, as a batch file of the snapshot.
-    fn write_part(&mut self) -> Result<(), DurableError> {
-        let Some(max) = self.pending_max.take() else {
+    /// Waits for the merge running, if any (the next checkpoint takes its file).
+    pub fn finish_merge(&mut self) -> Result<u64, DurableError> {
+        self.adopt_merge(true)
+    }
+
+    /// Takes the file of the merge running in place of its inputs, if it is done (or
+    /// `wait`ing for it); returns its bytes.
+    fn adopt_merge(&mut self, wait: bool) -> Result<u64, DurableError> {
+        let done = self
+            .merging
+            .as_ref()
+            .is_some_and(|(_, thread)| wait || thread.is_finished());
+        if !done {
+            return Ok(0);
+        }
+        let (range, thread) = self.merging.take().expect("a merge");
+        let merged = match thread.join() {
+            Ok(merged) => merged?,
+            Err(payload) => std::panic::resume_unwind(payload),
+        };
+        let bytes = merged.as_ref().map_or(0, |file| file.bytes);
+        if let Some(file) = &merged {
+            self.written.push(file.name.clone());
+        }
+        self.files.splice(range, merged);
+        Ok(bytes)
+    }
+
+    /// Starts a merge if the snapshot calls for one (see the module documentation).
+    fn start_merge(&mut self) {
+        if self.merging.is_some() || self.files.len() < 2 {
+            return;
+        }
+        let total: u64 = self.files.iter().map(|file| file.updates).sum();
+        let removals: u64 = self.files[1..].iter().map(|file| file.removals).sum();
+        let range = if 2 * removals * WASTE_FRACTION >= total {
+            0..self.files.len()
+        } else if self.files.len() > MAX_FILES {
+            let pair = (0..self.files.len() - 1)
+                .min_by_key(|&at| self.files[at].updates + self.files[at + 1].updates)
+                .expect("two files or more");
+            pair..pair + 2
+        } else {
+            return;
+        };
+        let inputs: Vec<String> = self.files[range.clone()]
+            .iter()
+            .map(|file| file.name.clone())
+            .collect();
+        let storage = Arc::clone(self.state.storage());
+        let dir = self.state.path().to_path_buf();
+        let thread = std::thread::Builder::new()
+            .name("ripple-snapshot-merge".into())
+            .spawn(move || merge_files::<D>(&storage, &dir, &inputs));
+        // No thread to spare: the files stay as they are until a later checkpoint.
+        if let Ok(thread) = thread {
+            self.merging = Some((range, thread));
+        }
+    }
+
+    /// Starts writing the pending changes as a part, on a thread of its own, after the part
+    /// being written (if any) is done; waits for it too if `wait`.
+    fn write_part(&mut self, wait: bool) -> Result<(), DurableError> {
+        let pending = self.pending_max.take().map(|max| {
+            let pending = std::mem::take(&mut self.pending);
+            (pending, max)
+        });
+        self.finish_part()?;
+        if let Some((pending, max)) = pending {
+            let storage = Arc::clone(self.state.storage());
+            let dir = self.state.path().to_path_buf();
+            let covered = self.covered;
+            let thread = std::thread::Builder::new()
+                .name("ripple-snapshot-part".into())
+                .spawn(move || write_part::<D>(&storage, &dir, pending, covered, max))
+                .map_err(|error| DurableError::io(self.state.path(), error))?;
+            self.writing = Some(thread);
+        }
+        if wait {
+            self.finish_part()?;
+        }
+        Ok(())
+    }
+
+    /// Waits for the part being written, if any, and adds it to the snapshot's files.
+    fn finish_part(&mut self) -> Result<(), DurableError> {
+        let Some(thread) = self.writing.take() else {
             return Ok(());
         };
-        let mut pending = std::mem::take(&mut self.pending);
-        pending.sort_unstable_by(|a, b| a.0.cmp(&b.0));
-        let mut updates = Updates::<SnapshotUpdate<D>>::default();
-        for run in pending.chunk_by(|a, b| a.0 == b.0) {
-            let diff: i64 = run.iter().map(|(_, diff)| diff).sum();
-            if diff != 0 {
-                updates.push(&run[0].0, &(), &max, &diff);
-            }
-        }
-        drop(pending);
-        let description = Description::with_since(
-            Antichain::from_elem(self.covered),
-            Antichain::from_elem(max + 1),
-            Antichain::from_elem(max),
-        );
-        let written = Batch::write_sorted(self.state.storage(), &description, [updates])?;
-        if let Some(file) = self.keep(&written)? {
+        let written = match thread.join() {
+            Ok(written) => written?,
+            Err(payload) => std::panic::resume_unwind(payload),
+        };
+        if let Some(file) = written {
+            self.written.push(file.name.clone());
             self.parts_bytes += file.bytes;
             self.files.push(file);
         }
         Ok(())
     }
+}
 
-    /// The file of `batch` as a file of the snapshot, kept when the batch drops; `None` for
-    /// a batch of no updates (which has no file).
-    fn keep(
-        &mut self,
-        batch: &Batch<SnapshotUpdate<D>>,
-    ) -> Result<Option<SnapshotFile>, DurableError> {
-        let Some(name) = batch.keep_file() else {
-            return Ok(None);
-        };
-        self.written.push(name.clone());
-        let path = self.state.path().join(&name);
-        let bytes = std::fs::metadata(&path)
-            .map_err(|error| DurableError::io(path, error))?
-            .len();
-        Ok(Some(SnapshotFile {
-            name,
-            updates: batch.len() as u64,
-            bytes,
-        }))
-    }
-
-    /// Merges the snapshot's files, newest first, while a file holds at least half the updates
-    /// of the one before it (so their number stays logarithmic), and all of them once the
-    /// files after the first hold a quarter of its updates. Returns the bytes written.
-    fn merge(&mut self) -> Result<u64, DurableError> {
-        let mut written = 0;
-        loop {
-            let count = self.files.len();
-            if count < 2 {
-                return Ok(written);
-            }
-            let rest: u64 = self.files[1..].iter().map(|file| file.updates).sum();
-            let from = if rest * MERGE_ALL_FRACTION >= self.files[0].updates {
-                0
-            } else if count >= 3
-                && 2 * self.files[count - 1].updates >= self.files[count - 2].updates
-            {
-                count - 2
-            } else {
-                return Ok(written);
-            };
-            let merged = self.merge_files(from)?;
-            written += merged.as_ref().map_or(0, |file| file.bytes);
-            self.files.truncate(from);
-            self.files.extend(merged);
+/// Writes `pending`, changes at times from `covered` to `max`, consolidated, as a batch file of
+/// the snapshot in `dir` (`None` if they all cancel).
+fn write_part<D: Data>(
+    storage: &Arc<Storage>,
+    dir: &std::path::Path,
+    mut pending: Vec<(D, i64)>,
+    covered: u64,
+    max: u64,
+) -> Result<Option<SnapshotFile>, DurableError> {
+    pending.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+    let mut updates = Updates::<SnapshotUpdate<D>>::default();
+    let mut removals = 0;
+    for run in pending.chunk_by(|a, b| a.0 == b.0) {
+        let diff: i64 = run.iter().map(|(_, diff)| diff).sum();
+        if diff != 0 {
+            updates.push(&run[0].0, &(), &max, &diff);
+            removals += u64::from(diff < 0);
         }
     }
+    drop(pending);
+    let description = Description::with_since(
+        Antichain::from_elem(covered),
+        Antichain::from_elem(max + 1),
+        Antichain::from_elem(max),
+    );
+    let written = Batch::write_sorted(storage, &description, [updates])?;
+    keep(dir, &written, removals)
+}
 
-    /// Merges the files from `from` on into one (`None` if everything cancelled).
-    fn merge_files(&mut self, from: usize) -> Result<Option<SnapshotFile>, DurableError> {
-        let storage = self.state.storage();
-        let mut inputs = self.files[from..]
-            .iter()
-            .map(|file| Batch::<SnapshotUpdate<D>>::open_file(storage, &file.name))
-            .collect::<Result<Vec<_>, _>>()?;
-        let lower = inputs[0].description().lower.clone();
-        let upper = inputs[inputs.len() - 1].description().upper.clone();
-        let time = upper.elements()[0] - 1;
-        let description = Description::with_since(lower, upper, Antichain::from_elem(time));
-        let merged = guarded(storage, || {
-            let mut merge = KWayMerge::new(&mut inputs, time);
-            Batch::write_sorted(
-                storage,
-                &description,
-                std::iter::from_fn(|| merge.next_part()),
-            )
-        })??;
-        self.keep(&merged)
-    }
+/// The file of `batch` as a file of the snapshot in `dir`, kept when the batch drops, with
+/// `removals` updates of negative diffs; `None` for a batch of no updates (which has no file).
+fn keep<D: Data>(
+    dir: &std::path::Path,
+    batch: &Batch<SnapshotUpdate<D>>,
+    removals: u64,
+) -> Result<Option<SnapshotFile>, DurableError> {
+    let Some(name) = batch.keep_file() else {
+        return Ok(None);
+    };
+    let path = dir.join(&name);
+    let bytes = std::fs::metadata(&path)
+        .map_err(|error| DurableError::io(path, error))?
+        .len();
+    Ok(Some(SnapshotFile {
+        name,
+        updates: batch.len() as u64,
+        removals,
+        bytes,
+    }))
+}
+
+/// Merges the snapshot files `inputs` (adjacent, oldest first) of the directory `dir` into
+/// one, through `storage` (`None` if everything cancelled).
+fn merge_files<D: Data>(
+    storage: &Arc<Storage>,
+    dir: &std::path::Path,
+    inputs: &[String],
+) -> Result<Option<SnapshotFile>, DurableError> {
+    let mut inputs = inputs
+        .iter()
+        .map(|name| Batch::<SnapshotUpdate<D>>::open_file(storage, name))
+        .collect::<Result<Vec<_>, _>>()?;
+    let lower = inputs[0].description().lower.clone();
+    let upper = inputs[inputs.len() - 1].description().upper.clone();
+    let time = upper.elements()[0] - 1;
+    let description = Description::with_since(lower, upper, Antichain::from_elem(time));
+    let mut removals = 0;
+    let merged = guarded(storage, || {
+        let mut merge = KWayMerge::new(&mut inputs, time, &mut removals);
+        Batch::write_sorted(
+            storage,
+            &description,
+            std::iter::from_fn(|| merge.next_part()),
+        )
+    })??;
+    keep(dir, &merged, removals)
 }
 
 /// A merge of several snapshot files into parts of consolidated updates, a slice of keys at
@@ -277,16 +395,19 @@ struct KWayMerge<'a, D: Data> {
     next_key: Vec<usize>,
     pinned_from: Vec<usize>,
     time: u64,
+    /// Merged updates of negative diffs, counted.
+    removals: &'a mut u64,
 }
 
 impl<'a, D: Data> KWayMerge<'a, D> {
-    fn new(inputs: &'a mut [Batch<SnapshotUpdate<D>>], time: u64) -> Self {
+    fn new(inputs: &'a mut [Batch<SnapshotUpdate<D>>], time: u64, removals: &'a mut u64) -> Self {
         let count = inputs.len();
         Self {
             inputs,
             next_key: vec![0; count],
             pinned_from: vec![0; count],
             time,
+            removals,
         }
     }
 
@@ -326,6 +447,7 @@ impl<'a, D: Data> KWayMerge<'a, D> {
                 }
                 if diff != 0 {
                     part.push(&D::into_owned(least), &(), &self.time, &diff);
+                    *self.removals += u64::from(diff < 0);
                 }
             }
             for (next, cursor) in self.next_key.iter_mut().zip(&cursors) {

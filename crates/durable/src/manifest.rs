@@ -3,8 +3,8 @@
 //! ```text
 //! ripple-state 1
 //! frontier 1234                       every time below 1234 is in the snapshot
-//! file batch-00000012.rpl 5000 81920  the snapshot's batch files, oldest first:
-//! file batch-00000015.rpl 310 8192      name, updates, bytes
+//! file batch-00000012.rpl 5000 0 81920  the snapshot's batch files, oldest first:
+//! file batch-00000015.rpl 310 155 8192    name, updates, removals, bytes
 //! meta input.offset 48213             what the application recorded (values escaped)
 //! checksum 1f2e3d4c                   CRC-32C of every byte before this line
 //! ```
@@ -30,8 +30,9 @@ const HEADER: &str = "ripple-state 1";
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SnapshotFile {
     pub name: String,
-    /// Updates in the file.
+    /// Updates in the file, and those of them with negative diffs.
     pub updates: u64,
+    pub removals: u64,
     /// The file's length.
     pub bytes: u64,
 }
@@ -55,8 +56,8 @@ impl Manifest {
         let mut text = format!("{HEADER}\nfrontier {}\n", self.frontier);
         for file in &self.files {
             text.push_str(&format!(
-                "file {} {} {}\n",
-                file.name, file.updates, file.bytes
+                "file {} {} {} {}\n",
+                file.name, file.updates, file.removals, file.bytes
             ));
         }
         for (key, value) in &self.meta {
@@ -106,12 +107,13 @@ impl Manifest {
                 "frontier" => frontier = Some(rest.parse().map_err(|_| bad())?),
                 "file" => {
                     let fields: Vec<&str> = rest.split(' ').collect();
-                    let [name, updates, bytes] = fields[..] else {
+                    let [name, updates, removals, bytes] = fields[..] else {
                         return Err(bad());
                     };
                     manifest.files.push(SnapshotFile {
                         name: name.to_string(),
                         updates: updates.parse().map_err(|_| bad())?,
+                        removals: removals.parse().map_err(|_| bad())?,
                         bytes: bytes.parse().map_err(|_| bad())?,
                     });
                 }
@@ -206,6 +208,7 @@ mod tests {
                 .map(|i| SnapshotFile {
                     name: format!("batch-{i:08}.rpl"),
                     updates: i * 7,
+                    removals: i,
                     bytes: i * 4096,
                 })
                 .collect(),
