@@ -63,8 +63,8 @@ others with an error naming it (exit code 1).
 DURABILITY: with --state-dir DIR, a checkpoint is committed to DIR every --checkpoint-every (default 1s) and when the input ends; the same command run again after a crash (or kill -9) resumes from the last one, and its output (an --output file, or the checksum of --summary) is byte for byte that of a run that never stopped: the output file is cut back to its length at the checkpoint, and the rows after it are computed again. Rows written to stdout after the last checkpoint are written again after a restart. DIR refuses a run of another computation, roots, input or output (exit code 2); a followed file is the recommended input. With stdin, the lines received are logged in DIR; a restart says which line the producer must send again from.
 
 EXIT CODES: 0 done; 1 a failure while running; 2 bad arguments or input; 130 and 143 stopped by \
-SIGINT and SIGTERM; 141 stdout closed by its reader. Unless the input is a stream, --output is \
-written to a temporary file and replaces FILE only when the run completes.";
+SIGINT and SIGTERM; 141 stdout closed by its reader. Unless the input is a stream or the run \
+durable, --output is written to a temporary file and replaces FILE only when the run completes.";
 
 /// Incremental graph computations over streams of edge changes.
 #[derive(Debug, Parser)]
@@ -178,7 +178,7 @@ pub struct RunArgs {
     pub state_dir: Option<PathBuf>,
     /// How often a durable run checkpoints, between steps (e.g. `1s`, `100ms`); it also does
     /// when the input ends.
-    #[arg(long, value_name = "DURATION", value_parser = parse_interval, default_value = "1s")]
+    #[arg(long, value_name = "DURATION", value_parser = parse_interval, default_value = "1s", requires = "state_dir")]
     pub checkpoint_every: std::time::Duration,
 }
 
@@ -303,11 +303,23 @@ impl RunArgs {
                 InputKind::Generated(spec)
             }
             Some("-") => InputKind::Stdin,
-            Some(name) if self.follow => InputKind::Follow(name.into()),
-            Some(name) => InputKind::File(name.into()),
+            Some(name) => {
+                // An input that cannot be read is the input's error, as without a state.
+                std::fs::File::open(name).map_err(|source| InputError::Io {
+                    file: name.to_string(),
+                    source,
+                })?;
+                if self.follow {
+                    InputKind::Follow(name.into())
+                } else {
+                    InputKind::File(name.into())
+                }
+            }
         };
         let output = match (&self.output, self.summary) {
-            (Some(_), _) => OutputKind::File,
+            (Some(path), _) => {
+                OutputKind::File(std::fs::canonicalize(path).unwrap_or_else(|_| path.clone()))
+            }
             (None, true) => OutputKind::None,
             (None, false) => OutputKind::Stdout,
         };
@@ -326,12 +338,9 @@ impl RunArgs {
     ) -> Result<Box<dyn crate::stream::LineSource>, UsageError> {
         let dir = durable.dir();
         let (log, held) =
-            StdinLog::open(dir, start.position).map_err(|error| StateError::Unusable {
+            StdinLog::open(dir, start.position).map_err(|source| StateError::Unusable {
                 dir: dir.to_path_buf(),
-                source: ripple_durable::DurableError::Io {
-                    path: dir.join("stdin-*.log"),
-                    source: error,
-                },
+                source,
             })?;
         if held.lines > 0 {
             eprintln!(
@@ -453,6 +462,11 @@ pub fn main_with(args: impl IntoIterator<Item = String>) -> ExitCode {
         (_, _, false) => None,
         (Some(path), _, true) => {
             // A durable run's rows are written in place: a restart goes on after them.
+            if let Some(durable) = &durable {
+                if let Err(error) = durable.check_output() {
+                    return usage_error(error.into());
+                }
+            }
             let created = match resumed_output {
                 Some(length) => OutputFile::resume(path, length),
                 None => OutputFile::create(path, streaming || durable.is_some()),

@@ -4,8 +4,10 @@
 //! FILE (`.FILE.ripple-<pid>.partial`), renamed over FILE only when the run succeeds: on any
 //! failure, and on SIGINT or SIGTERM, FILE is left as it was and the temporary file is
 //! removed. A stream's rows must appear as they are computed, so a streaming run writes FILE
-//! in place: it then holds the rows of the times completed. The temporary file (or FILE) is
-//! created before the input is read, so an unwritable path is refused at once.
+//! in place: it then holds the rows of the times completed. So does a durable run
+//! (`--state-dir`), whose restart cuts FILE back to its length at the checkpoint and writes on.
+//! The temporary file (or FILE) is created before the input is read, so an unwritable path is
+//! refused at once.
 //!
 //! On SIGINT or SIGTERM ([`on_signals`]) the run stops at once: the partial output and the
 //! spill directory are removed, stderr says the run did not complete, and the exit code is

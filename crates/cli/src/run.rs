@@ -494,9 +494,9 @@ fn checkpoint(
 ) -> Result<(), RunError> {
     sink.flush()?;
     let output = OutputMark {
-        length: None,
         rows: sink.rows(),
         checksum: sink.checksum(),
+        ..OutputMark::default()
     };
     Ok(durable.checkpoint(frontier, position, output)?)
 }

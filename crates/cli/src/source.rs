@@ -23,13 +23,35 @@ pub enum Fed {
     End,
 }
 
-/// Where a streamed input stands after the times fed so far: the bytes and lines read up to
-/// the end of the last line that belonged to them (or to progress fed). A resumed stream
-/// starts reading there; an input read whole resumes by time alone, and stays at zero.
+/// Where a streamed input stands after the times fed so far: the bytes and lines read before
+/// the first line of a time not yet fed. A resumed stream starts reading there; an input read
+/// whole resumes by time alone, and stays at zero.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Position {
     pub offset: u64,
     pub line: u64,
+    /// The CRC-32C of the first `head_len` bytes of the file read (up to [`HEAD_BYTES`]): what
+    /// the offset is of. A followed file truncated or replaced starts a new head.
+    pub head_len: u64,
+    pub head_crc: u32,
+}
+
+/// The bytes of an input file whose checksum identifies it.
+pub const HEAD_BYTES: u64 = 64 << 10;
+
+impl Position {
+    /// The position after `line`, read from here.
+    pub fn after(self, line: &[u8]) -> Self {
+        let take = HEAD_BYTES
+            .saturating_sub(self.head_len)
+            .min(line.len() as u64) as usize;
+        Self {
+            offset: self.offset + line.len() as u64,
+            line: self.line + 1,
+            head_len: self.head_len + take as u64,
+            head_crc: crc32c::crc32c_append(self.head_crc, &line[..take]),
+        }
+    }
 }
 
 /// Complete times, in order, for the driver.

@@ -22,7 +22,7 @@ use crate::changes::{Edge, Multiplicities};
 use crate::computation::Computation;
 use crate::generator::GraphSpec;
 use crate::output::Checksum;
-use crate::source::Position;
+use crate::source::{Position, HEAD_BYTES};
 use crate::stdin_log::StdinLog;
 use ripple_durable::{Checkpoints, DurableError, StateDir};
 use std::collections::BTreeMap;
@@ -31,9 +31,6 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-/// The bytes of an input file whose checksum identifies it (its first 64 KiB).
-const HEAD_BYTES: u64 = 64 << 10;
 
 /// The environment variable of the crash test: `N` stops the process (SIGKILL) in its `N`th
 /// checkpoint, after the batch files are written and before the manifest is renamed.
@@ -56,10 +53,10 @@ pub enum InputKind {
 }
 
 /// Where a run's rows go.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum OutputKind {
-    /// `--output FILE`: cut back on a restart.
-    File,
+    /// `--output FILE` (its canonical path): cut back on a restart.
+    File(PathBuf),
     /// Stdout: the rows after the checkpoint are written again after a restart.
     Stdout,
     /// `--summary` alone.
@@ -67,11 +64,11 @@ pub enum OutputKind {
 }
 
 impl OutputKind {
-    fn name(self) -> &'static str {
+    fn name(&self) -> String {
         match self {
-            OutputKind::File => "file",
-            OutputKind::Stdout => "stdout",
-            OutputKind::None => "none",
+            OutputKind::File(path) => format!("the file {}", path.display()),
+            OutputKind::Stdout => "stdout".into(),
+            OutputKind::None => "none".into(),
         }
     }
 }
@@ -82,12 +79,16 @@ pub struct OutputMark {
     pub length: Option<u64>,
     pub rows: u64,
     pub checksum: Checksum,
+    /// The CRC-32C of the file's last bytes before `length` (up to [`HEAD_BYTES`] of them), and
+    /// how many: a restart checks that the file is the one written.
+    pub tail: Option<(u64, u32)>,
 }
 
 /// Why a state directory cannot serve this run.
 #[derive(Debug, thiserror::Error)]
 pub enum StateError {
-    /// It cannot be used: in use, damaged, unreadable (exit 2 for the first two, 1 otherwise).
+    /// It cannot be used: in use, damaged, of an input that cannot be read (exit 2), or it
+    /// cannot be read or written (exit 1).
     #[error("--state-dir {dir}: {source}")]
     Unusable { dir: PathBuf, source: DurableError },
     /// It holds the state of another run (exit 2).
@@ -186,7 +187,7 @@ impl Durability {
         };
         identity.insert("run".into(), format!("{}{roots}", computation.name()));
         identity.insert("input".into(), input_identity(&input).map_err(unusable)?);
-        identity.insert("output".into(), output.name().into());
+        identity.insert("output".into(), output.name());
         let resume = match state.manifest() {
             None => None,
             Some(manifest) => {
@@ -218,9 +219,25 @@ impl Durability {
         self.resume
     }
 
-    /// What the output goes to, as recorded.
-    pub fn output_kind(&self) -> OutputKind {
-        self.output
+    /// Checks that the output file is as the checkpoint resumed left it: no shorter, and
+    /// its last bytes then the same.
+    pub fn check_output(&self) -> Result<(), StateError> {
+        let (OutputKind::File(path), Some(resume)) = (&self.output, self.resume) else {
+            return Ok(());
+        };
+        let (Some(length), Some((bytes, crc))) = (resume.output.length, resume.output.tail) else {
+            return Ok(());
+        };
+        if tail_checksum(path, length, bytes).ok() != Some(crc) {
+            return Err(StateError::Mismatch {
+                dir: self.dir().to_path_buf(),
+                what: format!(
+                    "{} is not the output it wrote (shorter than its {length} bytes, or changed)",
+                    path.display()
+                ),
+            });
+        }
+        Ok(())
     }
 
     /// Syncs `file`, the output, at each checkpoint.
@@ -295,17 +312,19 @@ impl Durability {
                 source: error,
             };
             file.sync_data().map_err(io)?;
-            output.length = Some(file.metadata().map_err(io)?.len());
+            let length = file.metadata().map_err(io)?.len();
+            output.length = Some(length);
+            if let OutputKind::File(path) = &self.output {
+                let bytes = length.min(HEAD_BYTES);
+                output.tail = Some((bytes, tail_checksum(path, length, bytes).map_err(io)?));
+            }
         }
         let mut meta = self.identity.clone();
-        if let InputKind::Follow(path) = &self.input {
-            // The beginning of the file as it is now, up to the bytes read: a restart checks it.
-            let length = position.offset.min(HEAD_BYTES);
-            let head = head_checksum(path, length).map_err(|error| DurableError::Io {
-                path: path.clone(),
-                source: error,
-            })?;
-            meta.insert("input.head".into(), format!("{length}:{head:08x}"));
+        if let InputKind::Follow(_) = &self.input {
+            // The beginning of the file the reader read, up to the bytes read: a restart checks
+            // it.
+            let head = (position.head_len, position.head_crc);
+            meta.insert("input.head".into(), format!("{}:{:08x}", head.0, head.1));
         }
         meta.insert("input.offset".into(), position.offset.to_string());
         meta.insert("input.line".into(), position.line.to_string());
@@ -317,6 +336,9 @@ impl Durability {
             "output.checksum".into(),
             format!("{:016x}", output.checksum.0),
         );
+        if let Some((bytes, crc)) = output.tail {
+            meta.insert("output.tail".into(), format!("{bytes}:{crc:08x}"));
+        }
         if let Some(log) = &self.stdin_log {
             log.sync().map_err(|error| DurableError::Io {
                 path: self.dir().to_path_buf(),
@@ -330,6 +352,11 @@ impl Durability {
                 let _ = signal_hook::low_level::raise(signal_hook::consts::SIGKILL);
             }
         })?;
+        if let Some(error) = &stats.merge_error {
+            eprintln!(
+                "ripple: warning: a merge of the state's snapshot failed ({error}); its files stay as they are"
+            );
+        }
         self.stats.new_bytes += stats.new_bytes;
         self.stats.merged_bytes += stats.merged_bytes;
         self.stats.snapshot_bytes = stats.snapshot_bytes;
@@ -376,6 +403,21 @@ fn head_checksum(path: &Path, length: u64) -> std::io::Result<u32> {
     let mut head = Vec::new();
     File::open(path)?.take(length).read_to_end(&mut head)?;
     Ok(crc32c::crc32c(&head))
+}
+
+/// The CRC-32C of the `bytes` bytes of the file `path` before byte `end`; an error if the file
+/// is shorter.
+fn tail_checksum(path: &Path, end: u64, bytes: u64) -> std::io::Result<u32> {
+    use std::os::unix::fs::FileExt;
+    let mut tail = vec![0; bytes as usize];
+    File::open(path)?.read_exact_at(&mut tail, end - bytes)?;
+    Ok(crc32c::crc32c(&tail))
+}
+
+/// `length:crc` as a manifest records a head or a tail.
+fn parse_span(text: &str) -> Option<(u64, u32)> {
+    let (length, crc) = text.split_once(':')?;
+    Some((length.parse().ok()?, u32::from_str_radix(crc, 16).ok()?))
 }
 
 /// What a manifest's `meta` says of the input's position and output, once its identity is
@@ -432,18 +474,17 @@ fn check(
             .transpose()
             .map_err(|_| damaged(format!("`{key}` is not a number")))
     };
-    let position = Position {
+    let mut position = Position {
         offset: number("input.offset")?.unwrap_or(0),
         line: number("input.line")?.unwrap_or(0),
+        ..Position::default()
     };
     if let InputKind::Follow(path) = input {
         let (length, head) = meta
             .get("input.head")
-            .and_then(|head| head.split_once(':'))
-            .and_then(|(length, head)| {
-                Some((length.parse().ok()?, u32::from_str_radix(head, 16).ok()?))
-            })
+            .and_then(|head| parse_span(head))
             .ok_or_else(|| damaged("no `input.head` of the followed file".into()))?;
+        (position.head_len, position.head_crc) = (length, head);
         let size = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
         let now = head_checksum(path, length).ok();
         if size < position.offset || now != Some(head) {
@@ -454,6 +495,10 @@ fn check(
             )));
         }
     }
+    let tail = match meta.get("output.tail") {
+        None => None,
+        Some(tail) => Some(parse_span(tail).ok_or_else(|| damaged("a bad `output.tail`".into()))?),
+    };
     let checksum = meta
         .get("output.checksum")
         .and_then(|hex| u64::from_str_radix(hex, 16).ok())
@@ -464,6 +509,7 @@ fn check(
             length: number("output.length")?,
             rows: number("output.rows")?.unwrap_or(0),
             checksum: Checksum(checksum),
+            tail,
         },
     })
 }

@@ -11,6 +11,7 @@
 
 use crate::source::Position;
 use crate::stream::LineSource;
+use ripple_durable::DurableError;
 use std::fs::{File, OpenOptions};
 use std::io::{BufRead, BufReader, BufWriter, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
@@ -48,15 +49,33 @@ impl StdinLog {
     /// Opens the log in the state directory `dir` for a run resuming at `position` (the
     /// start, for a new run): drops a line cut short at its end, and returns what the log
     /// holds from `position` on.
-    pub fn open(dir: &Path, position: Position) -> std::io::Result<(Arc<Self>, Held)> {
-        let mut segments = segment_offsets(dir)?;
-        if segments.is_empty() || position.offset < segments[0] {
-            if !segments.is_empty() {
-                return Err(std::io::Error::other(format!(
+    pub fn open(dir: &Path, position: Position) -> Result<(Arc<Self>, Held), DurableError> {
+        let io = |error| DurableError::Io {
+            path: dir.join("stdin-*.log"),
+            source: error,
+        };
+        let segments = segment_offsets(dir).map_err(io)?;
+        if segments
+            .first()
+            .is_some_and(|&first| first > position.offset)
+        {
+            return Err(DurableError::Damaged {
+                path: segment_path(dir, segments[0]),
+                what: format!(
                     "the stdin log begins at byte {}, after the checkpoint's position {}",
                     segments[0], position.offset
-                )));
-            }
+                ),
+            });
+        }
+        Self::open_segments(dir, position, segments).map_err(io)
+    }
+
+    fn open_segments(
+        dir: &Path,
+        position: Position,
+        mut segments: Vec<u64>,
+    ) -> std::io::Result<(Arc<Self>, Held)> {
+        if segments.is_empty() {
             segments.push(position.offset);
             File::create(segment_path(dir, position.offset))?;
         }
@@ -226,15 +245,14 @@ impl<R: Read + Send> LineSource for LoggedStdin<R> {
             self.log.flush()?;
         }
         let start = buf.len();
-        let read = self.stdin.read_until(b'\n', buf)?;
-        if read > 0 {
-            self.log.append(&buf[start..])?;
-            if buf.last() != Some(&b'\n') {
-                // The last line of stdin, unended: ended in the log, where a line cut short
-                // would be a crash's.
-                self.log.append(b"\n")?;
-            }
+        let mut read = self.stdin.read_until(b'\n', buf)?;
+        if read > 0 && buf.last() != Some(&b'\n') {
+            // The last line of stdin, unended: ended here and in the log (where a line cut
+            // short is a crash's), so that the log's offsets are the stream's.
+            buf.push(b'\n');
+            read += 1;
         }
+        self.log.append(&buf[start..])?;
         Ok(read)
     }
 }

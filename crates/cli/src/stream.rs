@@ -279,12 +279,13 @@ impl Drop for Stream {
     }
 }
 
-/// The time being read: its changes with their lines, the first of those lines, and the
-/// position after the last.
+/// The time being read: its changes with their lines, the first of those lines, the position
+/// before it, and the position after the last.
 struct Open {
     time: u64,
     first_line: usize,
     group: Vec<(EdgeChange, usize)>,
+    start: Position,
     end: Position,
 }
 
@@ -304,7 +305,8 @@ fn read_stream(
     let resumed_at = start.frontier;
     let mut bytes = Vec::new();
     let mut line = start.position.line as usize;
-    let mut offset = start.position.offset;
+    // The position before the line being read.
+    let mut at = start.position;
     // Completes the open time: checks it and queues it. False if the workers are gone.
     let mut complete = |open: &mut Option<Open>| -> Result<bool, InputError> {
         let Some(done) = open.take() else {
@@ -333,14 +335,12 @@ fn read_stream(
         }
         if lines.restarted() {
             line = 0;
-            offset = 0;
+            at = Position::default();
         }
         line += 1;
-        offset += read as u64;
-        let here = Position {
-            offset,
-            line: line as u64,
-        };
+        let before = at;
+        at = at.after(&bytes);
+        let here = at;
         match parse_record(&bytes, name, line)? {
             Record::Skip => {}
             Record::Change(change) => {
@@ -376,6 +376,7 @@ fn read_stream(
                             time: change.time,
                             first_line: line,
                             group: Vec::new(),
+                            start: before,
                             end: here,
                         });
                     }
@@ -395,7 +396,9 @@ fn read_stream(
                 }
                 frontier.set(upto);
                 progress = Some((upto, line));
-                if !backlog.push(Message::Progress(upto, here)) {
+                // A time still open (at or after `upto`) is read again by a run resuming here.
+                let resume = open.as_ref().map_or(here, |current| current.start);
+                if !backlog.push(Message::Progress(upto, resume)) {
                     return Ok(());
                 }
             }
@@ -426,6 +429,40 @@ mod tests {
                 Err(error) => return (steps, error.to_string()),
             }
         }
+    }
+
+    /// The messages a stream of `text` queues, read to its end.
+    fn messages(text: &'static str) -> Vec<Message> {
+        let backlog = Backlog::new(Backlog::LIMIT);
+        read_stream(
+            Box::new(text.as_bytes()),
+            "s",
+            StreamStart::default(),
+            &backlog,
+        )
+        .unwrap();
+        let queued = std::mem::take(&mut backlog.lock().queue);
+        queued.into_iter().collect()
+    }
+
+    #[test]
+    fn positions_are_before_the_first_line_not_fed() {
+        let at = |offset, line| (offset, line);
+        let ends: Vec<(u64, (u64, u64))> =
+            messages("0,1,4,1\n1,2,7,1\n@6\n2,3,7,1\n# c\n3,4,8,1\n")
+                .into_iter()
+                .map(|message| match message {
+                    Message::Time { time, end, .. } => (time, at(end.offset, end.line)),
+                    Message::Progress(upto, end) => (upto, at(end.offset, end.line)),
+                })
+                .collect();
+        // Time 4 ends after its line; `@6` comes while time 7 is open, so a run resuming after
+        // it reads time 7 again from its first line (byte 8, after line 1); time 7 ends after
+        // its last line, not after the comment.
+        assert_eq!(
+            ends,
+            vec![(4, at(8, 1)), (6, at(8, 1)), (7, at(27, 4)), (8, at(39, 6))]
+        );
     }
 
     #[test]

@@ -28,18 +28,23 @@ fn setting(name: &str, default: u64) -> u64 {
 }
 
 /// A change file: a graph at time 0, then a few insertions and removals of present edges per
-/// time, and a last progress line completing every time.
+/// time (times one or two apart), progress lines now and then (some inside a time: `@T` after
+/// a line of time `T`), and a last progress line completing every time.
 fn change_lines(seed: u64, nodes: u32, times: u64) -> String {
     let mut rng = SmallRng::seed_from_u64(seed);
     let mut present: Vec<(u32, u32)> = Vec::new();
     let mut text = String::from("# crash harness\n");
-    for time in 0..times {
-        let changes = if time == 0 {
+    let mut time = 0;
+    for step in 0..times {
+        let changes = if step == 0 {
             3 * nodes
         } else {
             rng.gen_range(1..4)
         };
-        for _ in 0..changes {
+        for change in 0..changes {
+            if change == 1 && rng.gen_bool(0.2) {
+                text.push_str(&format!("@{time}\n"));
+            }
             if !present.is_empty() && rng.gen_bool(0.45) {
                 let edge = present.swap_remove(rng.gen_range(0..present.len()));
                 text.push_str(&format!("{},{},{time},-1\n", edge.0, edge.1));
@@ -49,8 +54,12 @@ fn change_lines(seed: u64, nodes: u32, times: u64) -> String {
                 text.push_str(&format!("{},{},{time},1\n", edge.0, edge.1));
             }
         }
+        time += rng.gen_range(1..3);
+        if rng.gen_bool(0.1) {
+            text.push_str(&format!("@{time}\n"));
+        }
     }
-    text.push_str(&format!("@{times}\n"));
+    text.push_str(&format!("@{time}\n"));
     text
 }
 
@@ -110,10 +119,20 @@ fn stderr_of(child: Child) -> String {
     String::from_utf8_lossy(&output.stderr).into_owned()
 }
 
+/// What a case's runs went through.
+#[derive(Default)]
+struct Tally {
+    /// SIGKILLs: at a random moment, and by the hook inside a checkpoint.
+    kills: u64,
+    in_checkpoint: u64,
+    /// Series of restarts ended by a complete output.
+    series: u64,
+}
+
 /// Runs `case` under `kills` SIGKILLs in all (over as many fresh state directories as it
-/// takes), checking after each complete series that the output is `expected`. Returns the
-/// kills made.
-fn crash_case(case: &Case, dir: &Path, expected: &[u8], kills: u64, rng: &mut SmallRng) -> u64 {
+/// takes), checking after each complete series that the output is `expected`.
+fn crash_case(case: &Case, dir: &Path, expected: &[u8], kills: u64, rng: &mut SmallRng) -> Tally {
+    let mut tally = Tally::default();
     let mut killed = 0;
     let mut series = 0;
     while killed < kills {
@@ -149,6 +168,7 @@ fn crash_case(case: &Case, dir: &Path, expected: &[u8], kills: u64, rng: &mut Sm
                     // Killed by its own hook.
                     let _ = child.wait();
                     killed += 1;
+                    tally.in_checkpoint += 1;
                 }
                 Some(status) => {
                     let stderr = stderr_of(child);
@@ -182,7 +202,9 @@ fn crash_case(case: &Case, dir: &Path, expected: &[u8], kills: u64, rng: &mut Sm
             expected.len()
         );
     }
-    killed
+    tally.kills = killed;
+    tally.series = series;
+    tally
 }
 
 #[test]
@@ -193,7 +215,7 @@ fn killed_runs_resume_to_the_bytes_of_a_run_never_stopped() {
     let input: PathBuf = dir.join("changes.csv");
     std::fs::write(&input, change_lines(5, 40, times)).unwrap();
     let mut rng = SmallRng::seed_from_u64(17);
-    let mut total = 0;
+    let mut total = Tally::default();
     for computation in COMPUTATIONS {
         let expected = ripple()
             .args([computation, "--roots", "0,3", "--input"])
@@ -216,11 +238,17 @@ fn killed_runs_resume_to_the_bytes_of_a_run_never_stopped() {
                 .div_ceil((cases.len() - index) as u64);
             let case_dir = dir.join(format!("{computation}-{index}"));
             std::fs::create_dir_all(&case_dir).unwrap();
-            killed += crash_case(&case, &case_dir, &expected.stdout, share, &mut rng);
+            let tally = crash_case(&case, &case_dir, &expected.stdout, share, &mut rng);
+            killed += tally.kills;
+            total.kills += tally.kills;
+            total.in_checkpoint += tally.in_checkpoint;
+            total.series += tally.series;
         }
         assert!(killed >= kills_per_computation);
-        total += killed;
     }
-    eprintln!("crash harness: {total} kills, every output identical");
+    eprintln!(
+        "crash harness: {} kills ({} inside checkpoints) over {} series of restarts, every output identical",
+        total.kills, total.in_checkpoint, total.series
+    );
     std::fs::remove_dir_all(&dir).unwrap();
 }

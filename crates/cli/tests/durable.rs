@@ -134,6 +134,72 @@ fn a_state_dir_of_another_run_is_refused() {
 }
 
 #[test]
+fn an_output_changed_or_moved_since_the_checkpoint_is_refused() {
+    let dir = scratch_dir("output");
+    let state = dir.join("state");
+    let output = dir.join("out.csv");
+    let run = |output: &Path, crash: bool| {
+        let mut command = bfs(&state);
+        command.arg("--output").arg(output);
+        if crash {
+            command.env("RIPPLE_TEST_CRASH_IN_CHECKPOINT", "4");
+        }
+        command.output().unwrap()
+    };
+    assert_eq!(run(&output, true).status.code(), None, "killed by its hook");
+    // Another output file.
+    let refused = run(&dir.join("other.csv"), false);
+    assert_eq!(refused.status.code(), Some(2), "{}", stderr(&refused));
+    assert!(
+        stderr(&refused).contains("the output was"),
+        "{}",
+        stderr(&refused)
+    );
+    // The same file, changed.
+    let mut bytes = std::fs::read(&output).unwrap();
+    assert!(!bytes.is_empty());
+    bytes[0] ^= 1;
+    std::fs::write(&output, &bytes).unwrap();
+    let refused = run(&output, false);
+    assert_eq!(refused.status.code(), Some(2), "{}", stderr(&refused));
+    assert!(
+        stderr(&refused).contains("is not the output it wrote"),
+        "{}",
+        stderr(&refused)
+    );
+    // Put back as it was, the run resumes.
+    bytes[0] ^= 1;
+    std::fs::write(&output, &bytes).unwrap();
+    let resumed = run(&output, false);
+    assert!(resumed.status.success(), "{}", stderr(&resumed));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn checkpoint_every_needs_a_state_dir() {
+    let refused = ripple()
+        .args(["bfs", "--checkpoint-every", "1s"])
+        .output()
+        .unwrap();
+    assert_eq!(refused.status.code(), Some(2), "{}", stderr(&refused));
+    assert!(
+        stderr(&refused).contains("--state-dir"),
+        "{}",
+        stderr(&refused)
+    );
+    let refused = ripple()
+        .args(["bfs", "--state-dir", "/proc/version/x", "--summary"])
+        .output()
+        .unwrap();
+    assert_ne!(refused.status.code(), Some(0), "{}", stderr(&refused));
+    assert!(
+        stderr(&refused).contains("--state-dir /proc/version/x"),
+        "{}",
+        stderr(&refused)
+    );
+}
+
+#[test]
 fn a_damaged_state_dir_is_an_error_naming_what_is_wrong() {
     let dir = scratch_dir("damage");
     let state = dir.join("state");

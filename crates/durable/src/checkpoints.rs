@@ -3,8 +3,9 @@
 //!
 //! The snapshot of a checkpoint at frontier `F` is the input collection compacted to `F`:
 //! batch files of `(data, (), time, diff)` whose diffs, summed per datum across files, give
-//! the collection at time `F - 1`. A file holds the changes of the times `[lower, upper)` of
-//! its description, consolidated and all moved to time `upper - 1` (its `since`). A checkpoint
+//! the collection at time `F - 1`. A file holds changes of times in `[lower, upper)` of its
+//! description, consolidated and all moved to time `upper - 1` (its `since`); the parts of one
+//! checkpoint share their `lower`. A checkpoint
 //! writes only what was fed since the one before (in parts of [`PART_UPDATES`] if a step is
 //! big, so that a load is not held twice in memory; a part is written on a thread while the
 //! next is gathered) and commits the manifest.
@@ -48,12 +49,14 @@ const WASTE_FRACTION: u64 = 5;
 pub const MAX_FILES: usize = 32;
 
 /// What a checkpoint wrote.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct CheckpointStats {
     /// Bytes of the batch files of the changes since the previous checkpoint.
     pub new_bytes: u64,
     /// Bytes of the files merges wrote.
     pub merged_bytes: u64,
+    /// Why a merge failed, if one did: the snapshot's files stay as they were.
+    pub merge_error: Option<String>,
     /// Files in the snapshot after the checkpoint, and their bytes.
     pub files: usize,
     pub snapshot_bytes: u64,
@@ -73,6 +76,10 @@ pub struct Checkpoints<D: Data> {
     parts_bytes: u64,
     /// Pending changes that make a part.
     part_updates: usize,
+    /// The greatest time recorded since the last commit (parts written or not).
+    recorded_max: Option<u64>,
+    /// A write failed: what was recorded since the last commit may be lost.
+    broken: bool,
     /// The files written since the last commit (parts, merges), some merged away since.
     written: Vec<String>,
     /// The merge running, if any: the positions in `files` of its inputs (only appended to
@@ -113,6 +120,8 @@ impl<D: Data> Checkpoints<D> {
             pending_max: None,
             parts_bytes: 0,
             part_updates: PART_UPDATES,
+            recorded_max: None,
+            broken: false,
             written: Vec::new(),
             merging: None,
             writing: None,
@@ -143,13 +152,31 @@ impl<D: Data> Checkpoints<D> {
     /// Records a change fed to the collection, at `time`, at or after the last checkpoint's
     /// frontier. A part is written when enough changes are held.
     pub fn record(&mut self, data: D, time: u64, diff: i64) -> Result<(), DurableError> {
+        self.check_usable()?;
         debug_assert!(time >= self.covered, "a change before the last checkpoint");
         self.pending.push((data, diff));
         self.pending_max = Some(self.pending_max.map_or(time, |max| max.max(time)));
+        self.recorded_max = Some(self.recorded_max.map_or(time, |max| max.max(time)));
         if self.pending.len() >= self.part_updates {
-            self.write_part(false)?;
+            let written = self.write_part(false);
+            self.note_failure(written)?;
         }
         Ok(())
+    }
+
+    /// An error if an earlier write failed: what was recorded since the last commit may be
+    /// lost, so no later checkpoint may be committed from this object.
+    fn check_usable(&self) -> Result<(), DurableError> {
+        match self.broken {
+            false => Ok(()),
+            true => Err(DurableError::Broken),
+        }
+    }
+
+    /// Marks this object unusable if `result` is an error.
+    fn note_failure<T>(&mut self, result: Result<T, DurableError>) -> Result<T, DurableError> {
+        self.broken |= result.is_err();
+        result
     }
 
     /// Commits a checkpoint at `frontier`: every change at a time below it has been recorded,
@@ -161,11 +188,22 @@ impl<D: Data> Checkpoints<D> {
         meta: BTreeMap<String, String>,
         before_rename: impl FnOnce(),
     ) -> Result<CheckpointStats, DurableError> {
-        if let Some(time) = self.pending_max.filter(|max| *max >= frontier) {
+        self.check_usable()?;
+        if let Some(time) = self.recorded_max.filter(|max| *max >= frontier) {
             return Err(DurableError::Early { frontier, time });
         }
         assert!(frontier >= self.covered, "checkpoints move forward");
-        let merged_bytes = self.adopt_merge(false)?;
+        let committed = self.commit(frontier, meta, before_rename);
+        self.note_failure(committed)
+    }
+
+    fn commit(
+        &mut self,
+        frontier: u64,
+        meta: BTreeMap<String, String>,
+        before_rename: impl FnOnce(),
+    ) -> Result<CheckpointStats, DurableError> {
+        let (merged_bytes, merge_error) = self.adopt_merge(false);
         self.write_part(true)?;
         let new_bytes = std::mem::take(&mut self.parts_bytes);
         let manifest = Manifest {
@@ -176,10 +214,12 @@ impl<D: Data> Checkpoints<D> {
         self.state.commit(manifest, &self.written, before_rename)?;
         self.written.clear();
         self.covered = frontier;
+        self.recorded_max = None;
         self.start_merge();
         Ok(CheckpointStats {
             new_bytes,
             merged_bytes,
+            merge_error,
             files: self.files.len(),
             snapshot_bytes: self.files.iter().map(|file| file.bytes).sum(),
         })
@@ -207,24 +247,27 @@ impl<D: Data> Checkpoints<D> {
         Ok(())
     }
 
-    /// Waits for the merge running, if any (the next checkpoint takes its file).
-    pub fn finish_merge(&mut self) -> Result<u64, DurableError> {
+    /// Waits for the merge running, if any (the next checkpoint takes its file); returns its
+    /// bytes, or why it failed.
+    pub fn finish_merge(&mut self) -> (u64, Option<String>) {
         self.adopt_merge(true)
     }
 
     /// Takes the file of the merge running in place of its inputs, if it is done (or
-    /// `wait`ing for it); returns its bytes.
-    fn adopt_merge(&mut self, wait: bool) -> Result<u64, DurableError> {
+    /// `wait`ing for it); returns its bytes. A merge that failed (a full disk) changes nothing
+    /// (the writer left no file): its error is returned, and the files stay as they were.
+    fn adopt_merge(&mut self, wait: bool) -> (u64, Option<String>) {
         let done = self
             .merging
             .as_ref()
             .is_some_and(|(_, thread)| wait || thread.is_finished());
         if !done {
-            return Ok(0);
+            return (0, None);
         }
         let (range, thread) = self.merging.take().expect("a merge");
         let merged = match thread.join() {
-            Ok(merged) => merged?,
+            Ok(Ok(merged)) => merged,
+            Ok(Err(error)) => return (0, Some(error.to_string())),
             Err(payload) => std::panic::resume_unwind(payload),
         };
         let bytes = merged.as_ref().map_or(0, |file| file.bytes);
@@ -232,7 +275,7 @@ impl<D: Data> Checkpoints<D> {
             self.written.push(file.name.clone());
         }
         self.files.splice(range, merged);
-        Ok(bytes)
+        (bytes, None)
     }
 
     /// Starts a merge if the snapshot calls for one (see the module documentation).

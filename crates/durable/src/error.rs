@@ -28,6 +28,10 @@ pub enum DurableError {
     /// The input refused a change (a time before its current time).
     #[error(transparent)]
     Input(#[from] ripple_dataflow::InputError),
+    /// An earlier write of these checkpoints failed; open the directory again to resume from
+    /// its last checkpoint.
+    #[error("an earlier write of the state failed; the state resumes from its last checkpoint when opened again")]
+    Broken,
     /// Another run holds the state directory.
     #[error("{path} is in use by another run (its LOCK is held)")]
     Locked { path: PathBuf },

@@ -132,9 +132,13 @@ impl StateDir {
         let names = named.map(|file| &file.name).chain(written);
         for name in names {
             if !live.contains(name.as_str()) {
-                let file = name;
-                let path = self.path.join(file);
-                std::fs::remove_file(&path).map_err(|error| DurableError::io(path, error))?;
+                let path = self.path.join(name);
+                match std::fs::remove_file(&path) {
+                    Ok(()) => {}
+                    // Gone already (an earlier commit got this far, then failed).
+                    Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
+                    Err(error) => return Err(DurableError::io(path, error)),
+                }
             }
         }
         Ok(())
