@@ -1,7 +1,7 @@
 //! `--state-dir` at its edges: a state directory of another run is refused, a damaged one is
 //! an error naming what is wrong, a full disk in a checkpoint stops the run and leaves the
 //! last checkpoint to resume from, `--summary` keeps its checksum across restarts, and stdin
-//! resumes from the line its log holds.
+//! resumes from the line its log holds; a run resumes on another number of processes.
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
@@ -172,6 +172,77 @@ fn an_output_changed_or_moved_since_the_checkpoint_is_refused() {
     std::fs::write(&output, &bytes).unwrap();
     let resumed = run(&output, false);
     assert!(resumed.status.success(), "{}", stderr(&resumed));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_run_resumes_on_another_number_of_processes() {
+    let dir = scratch_dir("processes");
+    let state = dir.join("state");
+    let output = dir.join("out.csv");
+    let reference = dir.join("reference.csv");
+    let generated = [
+        "bfs",
+        "--nodes",
+        "200",
+        "--edges",
+        "400",
+        "--updates",
+        "300",
+    ];
+    let done = ripple()
+        .args(generated)
+        .arg("--output")
+        .arg(&reference)
+        .output()
+        .unwrap();
+    assert!(done.status.success());
+    // One process, stopped in its fifth checkpoint.
+    let stopped = bfs(&state)
+        .arg("--output")
+        .arg(&output)
+        .env("RIPPLE_TEST_CRASH_IN_CHECKPOINT", "5")
+        .output()
+        .unwrap();
+    assert_eq!(stopped.status.code(), None, "killed by its hook");
+    // Resumed by two processes of two workers; process 0 holds the state.
+    let ports: Vec<_> = (0..2)
+        .map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap())
+        .collect();
+    let hosts = dir.join("hosts");
+    let text: String = ports
+        .iter()
+        .map(|l| format!("127.0.0.1:{}\n", l.local_addr().unwrap().port()))
+        .collect();
+    std::fs::write(&hosts, text).unwrap();
+    drop(ports);
+    let spawn = |process: &str| {
+        let mut command = ripple();
+        command
+            .args(generated)
+            .args(["-w", "2", "-n", "2", "-p", process, "-H"])
+            .arg(&hosts)
+            .stderr(Stdio::piped());
+        if process == "0" {
+            command
+                .arg("--state-dir")
+                .arg(&state)
+                .arg("--output")
+                .arg(&output);
+        }
+        command.spawn().unwrap()
+    };
+    let (first, second) = (spawn("0"), spawn("1"));
+    let (first, second) = (
+        first.wait_with_output().unwrap(),
+        second.wait_with_output().unwrap(),
+    );
+    assert!(first.status.success(), "{}", stderr(&first));
+    assert!(second.status.success(), "{}", stderr(&second));
+    assert_eq!(
+        std::fs::read(&output).unwrap(),
+        std::fs::read(&reference).unwrap()
+    );
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
