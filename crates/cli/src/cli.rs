@@ -317,9 +317,7 @@ impl RunArgs {
             }
         };
         let output = match (&self.output, self.summary) {
-            (Some(path), _) => {
-                OutputKind::File(std::fs::canonicalize(path).unwrap_or_else(|_| path.clone()))
-            }
+            (Some(path), _) => OutputKind::File(canonical_output(path)),
             (None, true) => OutputKind::None,
             (None, false) => OutputKind::Stdout,
         };
@@ -420,6 +418,22 @@ impl RunArgs {
             changes,
         };
         Ok(Input::whole_from(source, self.batch, from))
+    }
+}
+
+/// The canonical path of `--output FILE`, which may not exist yet: its directory's, joined
+/// with its name (the path as given if the directory does not exist either).
+fn canonical_output(path: &Path) -> PathBuf {
+    if let Ok(path) = std::fs::canonicalize(path) {
+        return path;
+    }
+    let parent = match path.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => parent,
+        _ => Path::new("."),
+    };
+    match (std::fs::canonicalize(parent), path.file_name()) {
+        (Ok(parent), Some(name)) => parent.join(name),
+        _ => path.to_path_buf(),
     }
 }
 

@@ -172,6 +172,18 @@ fn an_output_changed_or_moved_since_the_checkpoint_is_refused() {
     std::fs::write(&output, &bytes).unwrap();
     let resumed = run(&output, false);
     assert!(resumed.status.success(), "{}", stderr(&resumed));
+    // A relative path, not there when the state was made, is the same output on a restart.
+    let relative = |crash: bool| {
+        let mut command = bfs(&dir.join("relative-state"));
+        command.current_dir(&dir).args(["--output", "relative.csv"]);
+        if crash {
+            command.env("RIPPLE_TEST_CRASH_IN_CHECKPOINT", "4");
+        }
+        command.output().unwrap()
+    };
+    assert_eq!(relative(true).status.code(), None, "killed by its hook");
+    let resumed = relative(false);
+    assert!(resumed.status.success(), "{}", stderr(&resumed));
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
