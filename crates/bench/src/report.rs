@@ -9,6 +9,14 @@ pub fn median(samples: &mut [Duration]) -> Duration {
     samples[samples.len() / 2]
 }
 
+/// Of several runs, the one whose `key` (its throughput) is the median.
+pub fn median_by<T>(mut runs: Vec<T>, key: impl Fn(&T) -> f64) -> T {
+    assert!(!runs.is_empty(), "median of no runs");
+    runs.sort_by(|a, b| key(a).total_cmp(&key(b)));
+    let middle = runs.len() / 2;
+    runs.swap_remove(middle)
+}
+
 /// A byte count with a binary unit: `512 KiB`, `8.0 MiB`.
 pub fn bytes(count: usize) -> String {
     const KIB: f64 = 1024.0;

@@ -33,6 +33,12 @@ fn bfs(state: &Path) -> Command {
     command
 }
 
+/// Asserts that `output` ended with exit code `code`, its stderr saying `says`.
+fn assert_fails(output: &Output, code: i32, says: &str) {
+    assert_eq!(output.status.code(), Some(code), "{}", stderr(output));
+    assert!(stderr(output).contains(says), "{}", stderr(output));
+}
+
 fn checksum(output: &Output) -> String {
     let text = stdout(output);
     let line = text.lines().find(|line| line.starts_with("checksum"));
@@ -124,12 +130,7 @@ fn a_state_dir_of_another_run_is_refused() {
     assert!(run(&input).status.success());
     std::fs::write(&input, "1,2,0,1\n2,4,1,1\n").unwrap();
     let refused = run(&input);
-    assert_eq!(refused.status.code(), Some(2), "{}", stderr(&refused));
-    assert!(
-        stderr(&refused).contains("the input was"),
-        "{}",
-        stderr(&refused)
-    );
+    assert_fails(&refused, 2, "the input was");
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
@@ -149,24 +150,14 @@ fn an_output_changed_or_moved_since_the_checkpoint_is_refused() {
     assert_eq!(run(&output, true).status.code(), None, "killed by its hook");
     // Another output file.
     let refused = run(&dir.join("other.csv"), false);
-    assert_eq!(refused.status.code(), Some(2), "{}", stderr(&refused));
-    assert!(
-        stderr(&refused).contains("the output was"),
-        "{}",
-        stderr(&refused)
-    );
+    assert_fails(&refused, 2, "the output was");
     // The same file, changed.
     let mut bytes = std::fs::read(&output).unwrap();
     assert!(!bytes.is_empty());
     bytes[0] ^= 1;
     std::fs::write(&output, &bytes).unwrap();
     let refused = run(&output, false);
-    assert_eq!(refused.status.code(), Some(2), "{}", stderr(&refused));
-    assert!(
-        stderr(&refused).contains("is not the output it wrote"),
-        "{}",
-        stderr(&refused)
-    );
+    assert_fails(&refused, 2, "is not the output it wrote");
     // Put back as it was, the run resumes.
     bytes[0] ^= 1;
     std::fs::write(&output, &bytes).unwrap();
@@ -264,12 +255,7 @@ fn checkpoint_every_needs_a_state_dir() {
         .args(["bfs", "--checkpoint-every", "1s"])
         .output()
         .unwrap();
-    assert_eq!(refused.status.code(), Some(2), "{}", stderr(&refused));
-    assert!(
-        stderr(&refused).contains("--state-dir"),
-        "{}",
-        stderr(&refused)
-    );
+    assert_fails(&refused, 2, "--state-dir");
     let refused = ripple()
         .args(["bfs", "--state-dir", "/proc/version/x", "--summary"])
         .output()
@@ -303,20 +289,17 @@ fn a_damaged_state_dir_is_an_error_naming_what_is_wrong() {
     bytes[40] ^= 0x20;
     std::fs::write(victim, &bytes).unwrap();
     let failed = bfs(&state).arg("--summary").output().unwrap();
-    assert_eq!(failed.status.code(), Some(2), "{}", stderr(&failed));
-    assert!(stderr(&failed).contains(&name), "{}", stderr(&failed));
+    assert_fails(&failed, 2, &name);
     // A missing batch file.
     std::fs::remove_file(victim).unwrap();
     let failed = bfs(&state).arg("--summary").output().unwrap();
-    assert_eq!(failed.status.code(), Some(2), "{}", stderr(&failed));
-    assert!(stderr(&failed).contains("missing"), "{}", stderr(&failed));
+    assert_fails(&failed, 2, "missing");
     // A manifest cut short.
     let manifest = state.join("MANIFEST");
     let text = std::fs::read(&manifest).unwrap();
     std::fs::write(&manifest, &text[..text.len() / 2]).unwrap();
     let failed = bfs(&state).arg("--summary").output().unwrap();
-    assert_eq!(failed.status.code(), Some(2), "{}", stderr(&failed));
-    assert!(stderr(&failed).contains("MANIFEST"), "{}", stderr(&failed));
+    assert_fails(&failed, 2, "MANIFEST");
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

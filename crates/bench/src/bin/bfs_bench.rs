@@ -16,7 +16,7 @@
 use clap::Parser;
 use ripple_bench::alloc::{self, CountingAlloc};
 use ripple_bench::bfs_dd::run_dd;
-use ripple_bench::report::{bytes, markdown_table};
+use ripple_bench::report::{bytes, markdown_table, median_by};
 use ripple_bench::svg::{cdf_plot, Curve, PALETTE};
 use ripple_cli::computation::Computation;
 use ripple_cli::generator::GraphSpec;
@@ -96,16 +96,6 @@ fn short(count: u64) -> String {
         c if c >= 1_000 && c % 1_000 == 0 => format!("{}k", c / 1_000),
         c => c.to_string(),
     }
-}
-
-/// Of several runs, the one with the median throughput.
-fn median_run(mut runs: Vec<(RunReport, usize)>) -> (RunReport, usize) {
-    runs.sort_by(|a, b| {
-        a.0.updates_per_second()
-            .total_cmp(&b.0.updates_per_second())
-    });
-    let middle = runs.len() / 2;
-    runs.swap_remove(middle)
 }
 
 /// Runs `body`, returning its result and the peak heap it added.
@@ -417,8 +407,12 @@ impl Cell<'_> {
                 .iter()
                 .chain(&dd_runs)
                 .all(|(report, _)| (report.checksum, report.rows) == reference);
-            let (ripple, ripple_heap) = median_run(ripple_runs);
-            let (dd, dd_heap) = median_run(dd_runs);
+            let (ripple, ripple_heap) = median_by(ripple_runs, |run: &(RunReport, usize)| {
+                run.0.updates_per_second()
+            });
+            let (dd, dd_heap) = median_by(dd_runs, |run: &(RunReport, usize)| {
+                run.0.updates_per_second()
+            });
             measured.push(Measured {
                 graph: self.graph.to_string(),
                 workers,

@@ -15,7 +15,7 @@
 //! run's checksum must match an uninterrupted run's. Writes `durable.md` into `--out`.
 
 use clap::Parser;
-use ripple_bench::report::{bytes, markdown_table};
+use ripple_bench::report::{bytes, markdown_table, median_by};
 use ripple_cli::changes::{Edge, InputError};
 use ripple_cli::computation::Computation;
 use ripple_cli::generator::GraphSpec;
@@ -230,14 +230,9 @@ fn recovery(spec: GraphSpec, batch: u64, args: &Args, expected: u64) -> Recovery
     }
 }
 
-fn median(mut runs: Vec<Run>) -> Run {
-    runs.sort_by(|a, b| {
-        a.report
-            .updates_per_second()
-            .total_cmp(&b.report.updates_per_second())
-    });
-    let middle = runs.len() / 2;
-    runs.swap_remove(middle)
+/// A run's throughput, which medians are of.
+fn throughput(run: &Run) -> f64 {
+    run.report.updates_per_second()
 }
 
 fn main() -> ExitCode {
@@ -292,7 +287,7 @@ fn main() -> ExitCode {
                 if is_durable { &mut durable } else { &mut plain }.push(run);
             }
         }
-        let (plain, durable) = (median(plain), median(durable));
+        let (plain, durable) = (median_by(plain, throughput), median_by(durable, throughput));
         mismatch |= plain.report.checksum != durable.report.checksum;
         let recovery = recovery(spec, batch, &args, plain.report.checksum.0);
         mismatch |= !recovery.checksum_matches;

@@ -18,7 +18,7 @@
 use clap::Parser;
 use ripple_bench::alloc::{self, CountingAlloc};
 use ripple_bench::bfs_dd::run_dd;
-use ripple_bench::report::{bytes, markdown_table};
+use ripple_bench::report::{bytes, markdown_table, median_by};
 use ripple_cli::computation::Computation;
 use ripple_cli::generator::GraphSpec;
 use ripple_cli::options::{Cluster, RunOptions};
@@ -129,16 +129,6 @@ fn run_engine(engine: &str, source: &Arc<Source>, args: &Args, batch: u64) -> Ru
     }
 }
 
-fn median(mut runs: Vec<Run>) -> Run {
-    runs.sort_by(|a, b| {
-        a.report
-            .updates_per_second()
-            .total_cmp(&b.report.updates_per_second())
-    });
-    let middle = runs.len() / 2;
-    runs.swap_remove(middle)
-}
-
 fn main() -> ExitCode {
     let mut args = Args::parse();
     if args.quick {
@@ -190,7 +180,10 @@ fn main() -> ExitCode {
                     runs[index].push(run);
                 }
             }
-            let runs: Vec<Run> = runs.into_iter().map(median).collect();
+            let runs: Vec<Run> = runs
+                .into_iter()
+                .map(|runs| median_by(runs, |run: &Run| run.report.updates_per_second()))
+                .collect();
             let checksum = runs[0].report.checksum;
             mismatch |= runs.iter().any(|run| run.report.checksum != checksum);
             cells.push((graph.clone(), batch, runs));
