@@ -1,6 +1,13 @@
 //! A durable input collection: an [`InputSession`] whose changes are checkpointed into a state
 //! directory, and which a restarted dataflow rehydrates from there.
 //!
+//! Operator state is never stored: the input is the whole state. With several workers or
+//! processes, the worker that feeds the input holds its `DurableInput` (the others close
+//! their sessions), and checkpoints once the dataflow's output is complete below the input's
+//! time (a probe says so), which is then the frontier of every worker's state. A restarted
+//! dataflow may have another number of workers or processes: the exchange spreads the
+//! snapshot anew.
+//!
 //! ```
 //! use ripple_dataflow::{Captured, InputSession};
 //! use ripple_durable::DurableInput;
