@@ -1,5 +1,7 @@
 //! Formatting for benchmark reports: medians, byte sizes, throughput, Markdown tables.
 
+use std::path::Path;
+use std::process::ExitCode;
 use std::time::Duration;
 
 /// The median of `samples` (which it sorts).
@@ -15,6 +17,26 @@ pub fn median_by<T>(mut runs: Vec<T>, key: impl Fn(&T) -> f64) -> T {
     runs.sort_by(|a, b| key(a).total_cmp(&key(b)));
     let middle = runs.len() / 2;
     runs.swap_remove(middle)
+}
+
+/// Ends a bench: writes its report `text` as `name` in the folder `out` and prints it. The
+/// exit code is 1 if the report cannot be written or if `mismatch` (why the engines' outputs
+/// differ) is given, 0 otherwise; `bench` names the bench in messages.
+pub fn finish(bench: &str, out: &Path, name: &str, text: &str, mismatch: Option<&str>) -> ExitCode {
+    if let Err(error) =
+        std::fs::create_dir_all(out).and_then(|()| std::fs::write(out.join(name), text))
+    {
+        eprintln!("{bench}: {}: {error}", out.display());
+        return ExitCode::from(1);
+    }
+    print!("{text}");
+    match mismatch {
+        Some(why) => {
+            eprintln!("{bench}: OUTPUT MISMATCH {why}");
+            ExitCode::from(1)
+        }
+        None => ExitCode::SUCCESS,
+    }
 }
 
 /// A byte count with a binary unit: `512 KiB`, `8.0 MiB`.

@@ -15,7 +15,7 @@
 //! run's checksum must match an uninterrupted run's. Writes `durable.md` into `--out`.
 
 use clap::Parser;
-use ripple_bench::report::{bytes, markdown_table, median_by};
+use ripple_bench::report::{bytes, finish, markdown_table, median_by};
 use ripple_cli::changes::{Edge, InputError};
 use ripple_cli::computation::Computation;
 use ripple_cli::generator::GraphSpec;
@@ -300,18 +300,8 @@ fn main() -> ExitCode {
         cells.push((batch, plain, durable, recovery));
     }
     let text = report(&args, &cells);
-    if let Err(error) = std::fs::create_dir_all(&args.out)
-        .and_then(|()| std::fs::write(args.out.join("durable.md"), &text))
-    {
-        eprintln!("durable-bench: {}: {error}", args.out.display());
-        return ExitCode::from(1);
-    }
-    print!("{text}");
-    if mismatch {
-        eprintln!("durable-bench: OUTPUT MISMATCH between plain, durable and resumed runs");
-        return ExitCode::from(1);
-    }
-    ExitCode::SUCCESS
+    let mismatch = mismatch.then_some("between plain, durable and resumed runs");
+    finish("durable-bench", &args.out, "durable.md", &text, mismatch)
 }
 
 fn report(args: &Args, cells: &[(u64, Run, Run, Recovery)]) -> String {

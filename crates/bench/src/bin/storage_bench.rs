@@ -18,7 +18,7 @@
 use clap::Parser;
 use ripple_bench::alloc::{self, CountingAlloc};
 use ripple_bench::bfs_dd::run_dd;
-use ripple_bench::report::{bytes, markdown_table, median_by};
+use ripple_bench::report::{bytes, finish, markdown_table, median_by};
 use ripple_cli::computation::Computation;
 use ripple_cli::generator::GraphSpec;
 use ripple_cli::options::{Cluster, RunOptions};
@@ -190,18 +190,8 @@ fn main() -> ExitCode {
         }
     }
     let text = report(&args, &cells);
-    if let Err(error) = std::fs::create_dir_all(&args.out)
-        .and_then(|()| std::fs::write(args.out.join("storage.md"), &text))
-    {
-        eprintln!("storage-bench: {}: {error}", args.out.display());
-        return ExitCode::from(1);
-    }
-    print!("{text}");
-    if mismatch {
-        eprintln!("storage-bench: OUTPUT MISMATCH between engines");
-        return ExitCode::from(1);
-    }
-    ExitCode::SUCCESS
+    let mismatch = mismatch.then_some("between engines");
+    finish("storage-bench", &args.out, "storage.md", &text, mismatch)
 }
 
 /// The report: a ratio table against the in-memory run and differential, then every run.

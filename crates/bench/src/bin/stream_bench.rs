@@ -17,7 +17,7 @@
 //! highest rate the stream sustains, against the whole file's.
 
 use clap::Parser;
-use ripple_bench::report::markdown_table;
+use ripple_bench::report::{finish, markdown_table};
 use ripple_cli::changes::read_changes;
 use ripple_cli::computation::Computation;
 use ripple_cli::follow::Follow;
@@ -343,14 +343,7 @@ fn main() -> ExitCode {
     }
     let _ = std::fs::remove_dir_all(&dir);
     let text = report(&args, &cells);
-    if let Err(error) = std::fs::create_dir_all(&args.out)
-        .and_then(|()| std::fs::write(args.out.join("streaming.md"), &text))
-    {
-        eprintln!("stream-bench: {}: {error}", args.out.display());
-        return ExitCode::from(1);
-    }
-    print!("{text}");
-    ExitCode::SUCCESS
+    finish("stream-bench", &args.out, "streaming.md", &text, None)
 }
 
 /// A cell's row of the table.
