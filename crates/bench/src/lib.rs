@@ -6,6 +6,7 @@
 //! the same process, on identical inputs.
 
 pub mod alloc;
+pub mod args;
 pub mod batcher_inputs;
 pub mod bfs_dd;
 pub mod report;

@@ -15,6 +15,7 @@
 
 use clap::Parser;
 use ripple_bench::alloc::{self, CountingAlloc};
+use ripple_bench::args::parse_graph;
 use ripple_bench::bfs_dd::run_dd;
 use ripple_bench::report::{bytes, markdown_table, median_by};
 use ripple_bench::svg::{cdf_plot, Curve, PALETTE};
@@ -75,19 +76,6 @@ struct Measured {
     dd_heap: usize,
     /// Every run of both engines gave the same output (checksum and rows).
     outputs_match: bool,
-}
-
-fn parse_graph(text: &str) -> Result<(u32, u64), String> {
-    let (nodes, edges) = text
-        .split_once('/')
-        .ok_or_else(|| format!("graph `{text}`: expected NODES/EDGES"))?;
-    let nodes = nodes
-        .parse()
-        .map_err(|_| format!("graph `{text}`: bad node count"))?;
-    let edges = edges
-        .parse()
-        .map_err(|_| format!("graph `{text}`: bad edge count"))?;
-    Ok((nodes, edges))
 }
 
 fn short(count: u64) -> String {

@@ -15,6 +15,7 @@
 //! run's checksum must match an uninterrupted run's. Writes `durable.md` into `--out`.
 
 use clap::Parser;
+use ripple_bench::args::parse_graph;
 use ripple_bench::report::{bytes, finish, markdown_table, median_by};
 use ripple_cli::changes::{Edge, InputError};
 use ripple_cli::computation::Computation;
@@ -244,16 +245,12 @@ fn main() -> ExitCode {
         args.every = Duration::from_millis(20);
         args.kill_after = 2_000;
     }
-    let Some((nodes, edges)) = args
-        .graph
-        .split_once('/')
-        .and_then(|(n, e)| Some((n.parse().ok()?, e.parse().ok()?)))
-    else {
-        eprintln!(
-            "durable-bench: graph `{}`: expected NODES/EDGES",
-            args.graph
-        );
-        return ExitCode::from(2);
+    let (nodes, edges) = match parse_graph(&args.graph) {
+        Ok(graph) => graph,
+        Err(error) => {
+            eprintln!("durable-bench: {error}");
+            return ExitCode::from(2);
+        }
     };
     let spec = GraphSpec {
         nodes,

@@ -17,6 +17,7 @@
 
 use clap::Parser;
 use ripple_bench::alloc::{self, CountingAlloc};
+use ripple_bench::args::parse_graph;
 use ripple_bench::bfs_dd::run_dd;
 use ripple_bench::report::{bytes, finish, markdown_table, median_by};
 use ripple_cli::computation::Computation;
@@ -147,12 +148,12 @@ fn main() -> ExitCode {
     let mut cells = Vec::new();
     let mut mismatch = false;
     for graph in &args.graphs {
-        let Some((nodes, edges)) = graph
-            .split_once('/')
-            .and_then(|(n, e)| Some((n.parse().ok()?, e.parse().ok()?)))
-        else {
-            eprintln!("storage-bench: graph `{graph}`: expected NODES/EDGES");
-            return ExitCode::from(2);
+        let (nodes, edges) = match parse_graph(graph) {
+            Ok(graph) => graph,
+            Err(error) => {
+                eprintln!("storage-bench: {error}");
+                return ExitCode::from(2);
+            }
         };
         let spec = GraphSpec {
             nodes,

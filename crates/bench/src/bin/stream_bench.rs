@@ -17,6 +17,7 @@
 //! highest rate the stream sustains, against the whole file's.
 
 use clap::Parser;
+use ripple_bench::args::parse_graph;
 use ripple_bench::report::{finish, markdown_table};
 use ripple_cli::changes::read_changes;
 use ripple_cli::computation::Computation;
@@ -288,12 +289,12 @@ fn main() -> ExitCode {
     }
     let mut cells = Vec::new();
     for graph in &args.graphs {
-        let Some((nodes, edges)) = graph
-            .split_once('/')
-            .and_then(|(n, e)| Some((n.parse().ok()?, e.parse().ok()?)))
-        else {
-            eprintln!("stream-bench: graph `{graph}`: expected NODES/EDGES");
-            return ExitCode::from(2);
+        let (nodes, edges) = match parse_graph(graph) {
+            Ok(graph) => graph,
+            Err(error) => {
+                eprintln!("stream-bench: {error}");
+                return ExitCode::from(2);
+            }
         };
         for &workers in &args.workers {
             let mut plan: Vec<(Option<u64>, u64)> = args
