@@ -444,7 +444,7 @@ fn drive(
     if let Some(durable) = durable.as_mut() {
         // The input ended: a restart finds everything done.
         checkpoint(durable, &mut sink, frontier, feed.position())?;
-        report.checkpoints = Some(durable.stats);
+        report.checkpoints = Some(durable.summary());
     }
     let (checksum, rows) = sink.finish()?;
     report.checksum = checksum;

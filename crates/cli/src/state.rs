@@ -141,8 +141,8 @@ pub struct Durability {
     resume: Option<Resume>,
     /// The crash test's checkpoint (see [`CRASH_HOOK`]).
     crash_at: Option<u64>,
-    /// What the checkpoints did, for `--summary`.
-    pub stats: CheckpointSummary,
+    /// What the checkpoints did (see [`Durability::summary`]).
+    stats: CheckpointSummary,
 }
 
 /// What a run's checkpoints did.
@@ -207,11 +207,18 @@ impl Durability {
             last_frontier: resume.map_or(0, |resume: Resume| resume.frontier),
             resume,
             crash_at,
-            stats: CheckpointSummary {
-                resumed_from: None,
-                ..CheckpointSummary::default()
-            },
+            stats: CheckpointSummary::default(),
         })
+    }
+
+    /// What the checkpoints did, and the frontier the run resumed from (if it was past 0: a
+    /// snapshot was fed), for `--summary`.
+    pub fn summary(&self) -> CheckpointSummary {
+        let resumed_from = self.resume.map(|resume| resume.frontier);
+        CheckpointSummary {
+            resumed_from: resumed_from.filter(|frontier| *frontier > 0),
+            ..self.stats
+        }
     }
 
     /// The checkpoint the run resumes from, if the directory held one.
@@ -276,7 +283,6 @@ impl Durability {
 
     /// Feeds the checkpoint's snapshot to `push` (see [`Checkpoints::replay`]).
     pub fn replay(&mut self, push: impl FnMut(Edge, i64)) -> Result<(), DurableError> {
-        self.stats.resumed_from = self.resume.map(|resume| resume.frontier);
         self.checkpoints.replay(push)
     }
 

@@ -167,10 +167,10 @@ impl<D: Data> Checkpoints<D> {
     /// An error if an earlier write failed: what was recorded since the last commit may be
     /// lost, so no later checkpoint may be committed from this object.
     fn check_usable(&self) -> Result<(), DurableError> {
-        match self.broken {
-            false => Ok(()),
-            true => Err(DurableError::Broken),
+        if self.broken {
+            return Err(DurableError::Broken);
         }
+        Ok(())
     }
 
     /// Marks this object unusable if `result` is an error.
