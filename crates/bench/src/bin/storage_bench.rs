@@ -18,7 +18,7 @@
 use clap::Parser;
 use ripple_bench::alloc::{self, CountingAlloc};
 use ripple_bench::args::parse_graph;
-use ripple_bench::bfs_dd::run_dd;
+use ripple_bench::dd::run_dd;
 use ripple_bench::report::{bytes, finish, markdown_table, median_by};
 use ripple_cli::computation::Computation;
 use ripple_cli::generator::GraphSpec;

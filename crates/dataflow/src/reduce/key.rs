@@ -216,6 +216,7 @@ fn is_totally_ordered<A, B, T: Time, R, R2>(
 
 #[cfg(test)]
 mod tests {
+    use super::super::totals::{Cover, KeyTotal, Totals};
     use super::*;
     use proptest::prelude::*;
     use ripple_updates::{Antichain, Product};
@@ -229,17 +230,20 @@ mod tests {
 
     /// Runs `reduce_key` interval by interval (`uppers`, then the empty frontier) the way the
     /// operator does, and checks the output at every time of `grid` against `logic` applied to
-    /// the accumulated input.
+    /// the accumulated input. With `totals`, each interval takes the key's totals as the
+    /// operator does (whatever the histories' length) and the next one reads them instead of
+    /// the histories when they cover its new times.
     fn check<T: Time>(
         updates: &[(u64, T, i64)],
         uppers: &[Antichain<T>],
         grid: &[T],
+        totals: bool,
     ) -> Result<(), TestCaseError> {
         let vals: Vec<u64> = updates.iter().map(|(v, _, _)| *v).collect();
         let mut output: Vec<(u64, T, i64)> = Vec::new();
         let mut deferred: Vec<T> = Vec::new();
         let mut lower = Antichain::from_elem(T::minimum());
-        let mut scratch = KeyScratch::<u64, u64, T, i64, i64>::default();
+        let mut kept = Totals::<u64, u64, T, i64, u64, i64>::default();
         for upper in uppers
             .iter()
             .cloned()
@@ -277,6 +281,29 @@ mod tests {
             // interval; only the due ones are passed.
             let (due, mut later): (Vec<T>, Vec<T>) =
                 deferred.iter().cloned().partition(|t| !upper.less_equal(t));
+            let cover = kept.cover(&mut kept.cursor(&lower), &0, &batch, &due);
+            if let Cover::Sums(index) = cover {
+                history.clear();
+                compacted_output.clear();
+                kept.fill(index, &mut history, &mut compacted_output);
+            }
+            // Fresh each interval: its borrows end with the totals they read.
+            let mut scratch = KeyScratch::<u64, u64, T, i64, i64>::default();
+            let mut total = KeyTotal::default();
+            // Short histories too: a bound alone first, whatever the length.
+            let cover = match cover {
+                Cover::Nothing => Cover::Bound,
+                other => other,
+            };
+            let totalled = totals
+                && total.begin(
+                    &history,
+                    &batch,
+                    &compacted_output,
+                    &due,
+                    upper.borrow(),
+                    cover,
+                );
             let visit = &mut Visit {
                 history: &mut history,
                 batch: &mut batch,
@@ -289,6 +316,12 @@ mod tests {
                 |t: &T| later.push(t.clone()),
             );
             reduce_key(visit, &due, &mut scratch, hooks);
+            let mut next = Totals::default();
+            next.restart(&upper);
+            if totalled && total.finish(&produced, upper.borrow(), logic) {
+                next.push(&0, &total);
+            }
+            kept = next;
             for (_, t, _) in &produced {
                 prop_assert!(
                     in_interval(t),
@@ -338,7 +371,8 @@ mod tests {
                 .flat_map(|o| (1..4u32).map(move |i| Antichain::from_iter([Product::new(o - 1, i), Product::new(o, 0)])))
                 .collect();
             let grid: Vec<_> = (0..5u64).flat_map(|o| (0..5u32).map(move |i| Product::new(o, i))).collect();
-            check(&updates, &uppers, &grid)?;
+            check(&updates, &uppers, &grid, false)?;
+            check(&updates, &uppers, &grid, true)?;
         }
 
         /// Intervals as `iterate` makes them with big steps: one round at a time for all the
@@ -357,14 +391,31 @@ mod tests {
                 .chain(std::iter::once(Antichain::from_elem(Product::new(6, 0))))
                 .collect();
             let grid: Vec<_> = (0..7u64).flat_map(|o| (0..7u32).map(move |i| Product::new(o, i))).collect();
-            check(&updates, &uppers, &grid)?;
+            check(&updates, &uppers, &grid, false)?;
+            check(&updates, &uppers, &grid, true)?;
+        }
+
+        /// One outer time and many rounds, each its own interval: the shape of a long
+        /// iteration (totals cover nearly every visit).
+        #[test]
+        fn rounds_of_one_outer_time(updates in proptest::collection::vec(
+            (0u64..3, (0u64..4, 0u32..10).prop_map(|(o, i)| Product::new(o / 3, i)), prop_oneof![Just(1i64), Just(-1)]),
+            0..30,
+        )) {
+            let uppers: Vec<Antichain<Product<u64, u32>>> = (1..11u32)
+                .map(|round| Antichain::from_iter([Product::new(0, round), Product::new(1, 0)]))
+                .collect();
+            let grid: Vec<_> = (0..2u64).flat_map(|o| (0..11u32).map(move |i| Product::new(o, i))).collect();
+            check(&updates, &uppers, &grid, false)?;
+            check(&updates, &uppers, &grid, true)?;
         }
 
         #[test]
         fn totally_ordered_times(updates in proptest::collection::vec((0u64..3, 0u64..12, prop_oneof![Just(1i64), Just(-1)]), 0..40)) {
             let uppers: Vec<Antichain<u64>> = [2u64, 3, 7, 8, 11].iter().map(|u| Antichain::from_elem(*u)).collect();
             let grid: Vec<u64> = (0..13).collect();
-            check(&updates, &uppers, &grid)?;
+            check(&updates, &uppers, &grid, false)?;
+            check(&updates, &uppers, &grid, true)?;
         }
     }
 }

@@ -19,14 +19,18 @@
 //! each activation rewrites in a single pass beside its walk over the keys (the entries of keys
 //! it does not visit carry over as they are).
 //!
-//! Every visit reads its key's histories from the traces afresh, although inside an iteration
+//! A visit reads its key's histories from the traces afresh, although inside an iteration
 //! most visits are to keys the previous activation visited, whose histories it had in hand.
-//! Keeping them between activations measured slower, not faster: advanced and consolidated at
-//! every visit, the keeping cost more than the lookups it saved (more instructions); copied as
-//! they came, consolidated only when doubled, the longer unconsolidated histories cost the
-//! per-key sweep as much as the lookups saved (equal instructions, slower in time), and on a big
-//! graph at big steps neither gained (measurements: docs/perf-notes.md, section "Reduce:
-//! histories kept between activations (rejected)").
+//! Keeping the histories between activations measured slower, not faster: advanced and
+//! consolidated at every visit, the keeping cost more than the lookups it saved (more
+//! instructions); copied as they came, consolidated only when doubled, the longer
+//! unconsolidated histories cost the per-key sweep as much as the lookups saved (equal
+//! instructions, slower in time), and on a big graph at big steps neither gained
+//! (measurements: docs/perf-notes.md, section "Reduce: histories kept between activations
+//! (rejected)"). What is kept is smaller: for keys whose new times follow every time of their
+//! histories, as when one outer time runs many rounds, the sums of the histories by value
+//! (`totals`), which then stand in for them, so a key whose value changes at each of many
+//! rounds costs each round its new updates, not its whole history.
 //!
 //! Keeping them *instead of* the traces is another matter, where nobody else reads the
 //! arrangements (a reduction of a collection): with each key's histories held by the operator
@@ -43,6 +47,7 @@ mod key;
 mod replay;
 mod segmented_sweep;
 mod shell;
+mod totals;
 mod visit;
 
 use crate::arrange::{send_as_updates, Arranged, TraceAgent};

@@ -8,6 +8,7 @@
 
 use super::deferred::DeferredTimes;
 use super::key::{reduce_key, KeyScratch};
+use super::totals::{Cover, KeyTotal, Totals, TotalsCursor};
 use super::visit::{Hooks, Visit};
 use crate::arrange::TraceAgent;
 use crate::capabilities::HeldCapabilities;
@@ -70,6 +71,9 @@ pub(super) struct ReduceState<K: Data, V: Data, T: Time, R: Semigroup, V2: Data,
     /// The per-key buffers, kept between activations (their items borrow from an
     /// activation's batches; see `crate::recycle`).
     buffers: KeyBuffers<'static, V, V2, T, R, R2>,
+    /// The last activation's totals, and the room for the next one's.
+    totals: Totals<K, V, T, R, V2, R2>,
+    next_totals: Totals<K, V, T, R, V2, R2>,
 }
 
 impl<K, V, T, R, V2, R2> ReduceState<K, V, T, R, V2, R2>
@@ -102,6 +106,8 @@ where
             corrections: Corrections::default(),
             lookups: Default::default(),
             buffers: KeyBuffers::default(),
+            totals: Totals::default(),
+            next_totals: Totals::default(),
         }
     }
 
@@ -204,8 +210,10 @@ where
 
     /// Visits the keys in runs of `probe_run`: one batched lookup per trace and run (each
     /// batch walked once, the cursors not re-merged after every seek), the hits read back key
-    /// by key, so only one key's histories are held at a time. Each key's corrections go to
-    /// `corrections`, its times still to come to `deferred`.
+    /// by key, so only one key's histories are held at a time; a key whose totals cover its
+    /// new times takes them instead of its histories (see `super::totals`). Each key's
+    /// corrections go to `corrections`, its times still to come to `deferred`, its totals to
+    /// the next activation.
     fn visit_keys<L>(
         &mut self,
         interval: &mut Interval<K, V, T, R>,
@@ -223,6 +231,10 @@ where
         let stored =
             interval.history.has_stored() || interval.new.has_stored() || output.has_stored();
         self.deferred.begin();
+        let totals = std::mem::take(&mut self.totals);
+        let mut next_totals = std::mem::take(&mut self.next_totals);
+        next_totals.restart(&interval.upper);
+        let mut totals_cursor = totals.cursor(&self.lower);
         let probe_run = self.settings.probe_run.max(1);
         for run_start in (0..self.keys.len()).step_by(probe_run) {
             if stored {
@@ -255,18 +267,24 @@ where
                     &mut buffers.due_times,
                     &mut buffers.later_times,
                 );
-                buffers.gather(probe, &mut hits);
-                buffers.visit(
-                    key_column.get(run_start + probe),
-                    upper,
-                    logic,
-                    &mut self.corrections,
-                );
+                let key_ref = key_column.get(run_start + probe);
+                let kept = (&totals, &mut totals_cursor);
+                let totalled = buffers.gather(probe, key, &mut hits, kept, upper);
+                buffers.visit(key_ref, upper, logic, &mut self.corrections);
+                if totalled {
+                    let corrections = &self.corrections.key;
+                    let logic = |input: &_, output: &mut _| logic(key_ref, input, output);
+                    if buffers.total.finish(corrections, upper, logic) {
+                        next_totals.push(key, &buffers.total);
+                    }
+                }
                 self.deferred.defer(key, &mut buffers.later_times, carried);
                 self.corrections.finish_key(key);
             }
             self.buffers = buffers.recycle();
         }
+        self.totals = next_totals;
+        self.next_totals = totals;
         self.deferred.finish(&interval.upper);
     }
 
@@ -365,9 +383,11 @@ struct KeyBuffers<'a, V: Data, V2, T, R, R2> {
     /// The key's times at or beyond `upper`: deferred ones still beyond it, then those its
     /// visit defers.
     later_times: Vec<T>,
+    /// The key's totals, made over its visit.
+    total: KeyTotal<'a, V, T, R, V2, R2>,
 }
 
-impl<V: Data, V2, T, R, R2> Default for KeyBuffers<'_, V, V2, T, R, R2> {
+impl<V: Data, V2, T: Time, R, R2> Default for KeyBuffers<'_, V, V2, T, R, R2> {
     fn default() -> Self {
         Self {
             scratch: KeyScratch::default(),
@@ -376,6 +396,7 @@ impl<V: Data, V2, T, R, R2> Default for KeyBuffers<'_, V, V2, T, R, R2> {
             output_history: Vec::new(),
             due_times: Vec::new(),
             later_times: Vec::new(),
+            total: KeyTotal::default(),
         }
     }
 }
@@ -404,22 +425,43 @@ where
             output_history: recycle(self.output_history),
             due_times: self.due_times,
             later_times: self.later_times,
+            total: self.total.recycle(),
         }
     }
 
-    /// Reads probe `probe`'s three histories from the run's lookups.
+    /// Reads probe `probe` (`key`): its new updates from the run's lookup, its histories from
+    /// its totals if they cover its new times, from the lookups otherwise. Returns whether
+    /// `self.total` has begun the key's next totals.
     fn gather<K: Data>(
         &mut self,
         probe: usize,
+        key: &K,
         hits: &mut Hits<'_, 'a, '_, '_, K, V, T, R, V2, R2>,
-    ) {
-        self.input_history.clear();
-        hits.0.gather(probe, &mut self.input_history, |v| v);
+        (totals, cursor): (&'a Totals<K, V, T, R, V2, R2>, &mut TotalsCursor),
+        upper: AntichainRef<'_, T>,
+    ) -> bool {
         self.new_updates.clear();
         hits.1.gather(probe, &mut self.new_updates, |v| v);
+        self.input_history.clear();
         self.output_history.clear();
-        hits.2
-            .gather(probe, &mut self.output_history, V2::into_owned);
+        let cover = totals.cover(cursor, key, &self.new_updates, &self.due_times);
+        if let Cover::Sums(index) = cover {
+            hits.0.skip(probe);
+            hits.2.skip(probe);
+            totals.fill(index, &mut self.input_history, &mut self.output_history);
+        } else {
+            hits.0.gather(probe, &mut self.input_history, |v| v);
+            hits.2
+                .gather(probe, &mut self.output_history, V2::into_owned);
+        }
+        self.total.begin(
+            &self.input_history,
+            &self.new_updates,
+            &self.output_history,
+            &self.due_times,
+            upper,
+            cover,
+        )
     }
 
     /// Visits one key with its gathered histories and due times: its corrections go to
@@ -508,5 +550,12 @@ where
             updates.push((value(val), T::into_owned(time), R::into_owned(diff)))
         });
         self.next = self.cursor.next_hit_key(self.scratch);
+    }
+
+    /// Passes probe `probe` without reading its updates.
+    fn skip(&mut self, probe: usize) {
+        if self.next == Some(probe) {
+            self.next = self.cursor.next_hit_key(self.scratch);
+        }
     }
 }

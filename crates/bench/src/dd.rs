@@ -1,16 +1,17 @@
-//! The baseline of the bfs benchmark: differential-dataflow 0.26 running the same bfs
-//! (`ripple_oracle::graph::bfs`), driven
-//! exactly like `ripple bfs` (same generator, same steps fed by worker 0 alone, output
-//! gathered on worker 0 and checksummed the same way).
+//! The baseline of the benchmarks: differential-dataflow 0.26 running the same computation
+//! (`ripple_oracle::graph`), driven exactly like `ripple` (same input, same steps fed by
+//! worker 0 alone, output rows made alike, gathered on worker 0 and checksummed the same
+//! way).
 
 use differential_dataflow::input::Input;
+use differential_dataflow::VecCollection;
 use ripple_cli::changes::{Edge, Node};
 use ripple_cli::computation::{Computation, Value};
 use ripple_cli::options::RunOptions;
 use ripple_cli::output::{OutputSink, Row};
 use ripple_cli::source::{Fed, Feed, Source};
 use ripple_cli::stats::RunReport;
-use ripple_oracle::graph::bfs;
+use ripple_oracle::graph::{bfs, components, degrees, reach, Top};
 use std::cell::RefCell;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -20,14 +21,9 @@ use timely::dataflow::operators::generic::Operator;
 use timely::dataflow::operators::Probe;
 use timely::dataflow::ProbeHandle;
 
-/// Runs bfs over `source` on differential-dataflow with `options` (one process); returns the
-/// report of worker 0.
+/// Runs `options.computation` over `source` on differential-dataflow with `options` (one
+/// process); returns the report of worker 0.
 pub fn run_dd(source: Arc<Source>, options: &RunOptions) -> RunReport {
-    assert_eq!(
-        options.computation,
-        Computation::Bfs,
-        "the baseline runs bfs"
-    );
     assert_eq!(
         options.cluster.hosts.len(),
         1,
@@ -44,7 +40,7 @@ pub fn run_dd(source: Arc<Source>, options: &RunOptions) -> RunReport {
         let (mut edges, roots, probe) = worker.dataflow::<u64, _, _>(|scope| {
             let (edge_input, edges) = scope.new_collection::<Edge, i64>();
             let (root_input, roots) = scope.new_collection::<Node, i64>();
-            let output = bfs(edges, roots).map(|(_node, depth)| (u64::from(depth), 0u64));
+            let output = rows(options.computation, edges, roots);
             let probe: ProbeHandle<u64> = output
                 .inner
                 .unary::<timely::container::CapacityContainerBuilder<Vec<Row>>, _, _, _>(
@@ -133,4 +129,20 @@ pub fn run_dd(source: Arc<Source>, options: &RunOptions) -> RunReport {
         .expect("worker 0 reports");
     report.total = started.elapsed();
     report
+}
+
+/// The computation's output as the rows `ripple` makes of it (`Computation::build`).
+fn rows<'s>(
+    computation: Computation,
+    edges: Top<'s, Edge>,
+    roots: Top<'s, Node>,
+) -> VecCollection<'s, u64, Value, i64> {
+    match computation {
+        Computation::Bfs => bfs(edges, roots).map(|(_node, depth)| (u64::from(depth), 0)),
+        Computation::Reach => reach(edges, roots).map(|node| (u64::from(node), 0)),
+        Computation::Degrees => degrees(edges).map(|(_node, degree)| (degree as u64, 0)),
+        Computation::Cc => {
+            components(edges).map(|(node, label)| (u64::from(node), u64::from(label)))
+        }
+    }
 }
