@@ -175,3 +175,11 @@ pub fn reset_peak() {
     flush_this_thread();
     PEAK.store(LIVE.load(Ordering::Relaxed), Ordering::Relaxed);
 }
+
+/// Runs `body`, returning its result and the most heap it added at once (see [`peak_bytes`]).
+pub fn peak_during<T>(body: impl FnOnce() -> T) -> (T, usize) {
+    let before = live_bytes();
+    reset_peak();
+    let result = body();
+    (result, peak_bytes().saturating_sub(before))
+}

@@ -14,7 +14,7 @@
 //! `--out`.
 
 use clap::Parser;
-use ripple_bench::alloc::{self, CountingAlloc};
+use ripple_bench::alloc::{peak_during, CountingAlloc};
 use ripple_bench::args::parse_graph;
 use ripple_bench::dd::run_dd;
 use ripple_bench::report::{bytes, markdown_table, median_by};
@@ -84,14 +84,6 @@ fn short(count: u64) -> String {
         c if c >= 1_000 && c % 1_000 == 0 => format!("{}k", c / 1_000),
         c => c.to_string(),
     }
-}
-
-/// Runs `body`, returning its result and the peak heap it added.
-fn measured<T>(body: impl FnOnce() -> T) -> (T, usize) {
-    let before = alloc::live_bytes();
-    alloc::reset_peak();
-    let result = body();
-    (result, alloc::peak_bytes().saturating_sub(before))
 }
 
 fn main() -> ExitCode {
@@ -356,7 +348,7 @@ impl Cell<'_> {
             config: RippleConfig::default(),
         };
         let ripple_run = |options: &RunOptions| {
-            measured(|| {
+            peak_during(|| {
                 run(
                     Some(Input::whole(Source::clone(source), options.batch)),
                     options,
@@ -366,7 +358,7 @@ impl Cell<'_> {
                 .expect("one process hosts worker 0")
             })
         };
-        let dd_run = |options: &RunOptions| measured(|| run_dd(Arc::clone(source), options));
+        let dd_run = |options: &RunOptions| peak_during(|| run_dd(Arc::clone(source), options));
         // Each repetition runs every worker count, and each cell's engines take turns at
         // going first from one repetition to the next (and from one worker count to the
         // next), so neither always meets a warm or a fragmented heap; a worker count's

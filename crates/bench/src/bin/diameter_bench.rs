@@ -19,7 +19,7 @@
 //! Writes `diameter.md` into `--out`.
 
 use clap::Parser;
-use ripple_bench::alloc::{self, CountingAlloc};
+use ripple_bench::alloc::{peak_during, CountingAlloc};
 use ripple_bench::dd::run_dd;
 use ripple_bench::report::{bytes, finish, markdown_table, median_by};
 use ripple_cli::changes::{Edge, EdgeChange};
@@ -143,14 +143,6 @@ struct Measured {
     outputs_match: bool,
 }
 
-/// Runs `body`, returning its result and the peak heap it added.
-fn measured<T>(body: impl FnOnce() -> T) -> (T, usize) {
-    let before = alloc::live_bytes();
-    alloc::reset_peak();
-    let result = body();
-    (result, alloc::peak_bytes().saturating_sub(before))
-}
-
 fn measure(args: &Args, graph: &Graph, computation: Computation, workers: usize) -> Measured {
     let changes = graph
         .edges
@@ -176,14 +168,14 @@ fn measure(args: &Args, graph: &Graph, computation: Computation, workers: usize)
     };
     let with_dd = graph.path.is_none_or(|nodes| nodes <= args.dd_path_max);
     let ripple_run = || {
-        measured(|| {
+        peak_during(|| {
             let input = Input::whole(Source::clone(&source), options.batch);
             run(Some(input), &options, None)
                 .expect("ripple runs")
                 .expect("one process hosts worker 0")
         })
     };
-    let dd_run = || measured(|| run_dd(Arc::clone(&source), &options));
+    let dd_run = || peak_during(|| run_dd(Arc::clone(&source), &options));
     let (mut ripple_runs, mut dd_runs) = (Vec::new(), Vec::new());
     for repetition in 0..args.runs {
         // The engines take turns at going first.

@@ -109,20 +109,19 @@ fn run_engine(engine: &str, source: &Arc<Source>, args: &Args, batch: u64) -> Ru
             ..RippleConfig::default()
         },
     };
-    let before = alloc::live_bytes();
-    alloc::reset_peak();
-    let report = if engine == "dd" {
-        run_dd(Arc::clone(source), &options)
-    } else {
-        run(
-            Some(Input::whole(Source::clone(source), options.batch)),
-            &options,
-            None,
-        )
-        .expect("ripple runs")
-        .expect("one process hosts worker 0")
-    };
-    let heap = alloc::peak_bytes().saturating_sub(before);
+    let (report, heap) = alloc::peak_during(|| {
+        if engine == "dd" {
+            run_dd(Arc::clone(source), &options)
+        } else {
+            run(
+                Some(Input::whole(Source::clone(source), options.batch)),
+                &options,
+                None,
+            )
+            .expect("ripple runs")
+            .expect("one process hosts worker 0")
+        }
+    });
     Run {
         report,
         heap,
