@@ -39,3 +39,44 @@ fn programs_match_differential_dataflow() {
         }
     }
 }
+
+/// Long iterations: a path numbered along it, cut in the middle and healed at later times,
+/// so labels and depths change at many rounds of one time and keys' histories grow long
+/// enough for the reduce to keep their totals (`reduce/totals.rs`), with and without more
+/// workers, bigger steps and lockstep.
+#[test]
+fn long_iterations_match_differential_dataflow() {
+    let nodes = 80u64;
+    let mut edges: Vec<((u64, u64), u64, i64)> =
+        (1..nodes).map(|node| ((node - 1, node), 0, 1)).collect();
+    let middle = (nodes / 2, nodes / 2 + 1);
+    edges.extend([(middle, 3, -1), (middle, 6, 1), ((nodes - 1, 0), 8, 1)]);
+    let input = common::Workload {
+        edges,
+        roots: vec![(0, 0, 1), (nodes / 3, 5, 1)],
+        max_time: 10,
+    };
+    let setups = [
+        Setup::default(),
+        Setup {
+            workers: 2,
+            ..Setup::default()
+        },
+        Setup {
+            workers: 2,
+            batch: 4,
+            lockstep: true,
+            ..Setup::default()
+        },
+    ];
+    for (name, ripple, dd) in programs() {
+        let expected = run_dd(&input, dd);
+        for setup in setups {
+            let actual = run_ripple(&input, setup, ripple);
+            assert_eq!(
+                actual, expected,
+                "{name}, {setup:?}: ripple differs from differential-dataflow"
+            );
+        }
+    }
+}

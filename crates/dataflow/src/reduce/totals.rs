@@ -14,9 +14,10 @@
 //! first step), the bound is ahead of the new times and the key is read as before.
 //!
 //! Why the sums stay right:
-//! - Only the previous activation's totals are used, so nothing reached the traces for the key
-//!   since they were taken (every key with new updates or due times is visited, and visiting
-//!   it replaces its totals).
+//! - Totals are made anew by every activation, for the keys it visits, and serve only the
+//!   next interval: what the traces hold for such a key through that interval's `lower` is what
+//!   the visit read (its history, the interval's new updates in the trace, and its own output),
+//!   only compacted since. A key an activation does not visit has no totals in the next one.
 //! - Compaction since then advanced times only by frontiers at or before the new times: a
 //!   stored time `h` at or before the bound stays at or before every time examined.
 //! - The output sums are `logic` of the input sums: the bound is kept only when it is not
