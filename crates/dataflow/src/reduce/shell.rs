@@ -274,9 +274,8 @@ where
                 if totalled {
                     let corrections = &self.corrections.key;
                     let logic = |input: &_, output: &mut _| logic(key_ref, input, output);
-                    if buffers.total.finish(corrections, upper, logic) {
-                        next_totals.push(key, &buffers.total);
-                    }
+                    buffers.total.finish(corrections, logic);
+                    next_totals.push(key, &buffers.total);
                 }
                 self.deferred.defer(key, &mut buffers.later_times, carried);
                 self.corrections.finish_key(key);

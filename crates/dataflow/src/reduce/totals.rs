@@ -186,7 +186,7 @@ pub(super) struct TotalsCursor {
 }
 
 /// One key's totals in the making, over a visit: [`KeyTotal::begin`] before the sweep (which
-/// may rewrite the histories), [`KeyTotal::finish`] after it, with the key's corrections.
+/// may rewrite the histories), [`KeyTotal::finish`] after it.
 pub(super) struct KeyTotal<'a, V: Data, T, R, V2, R2> {
     bound: T,
     /// Whether `input` and `output` are made, or only the bound.
@@ -266,26 +266,26 @@ impl<'a, V: Data, T: Time, R: Semigroup, V2: Data, R2: Semigroup> KeyTotal<'a, V
         true
     }
 
-    /// Completes the totals with the key's `corrections` from the visit: false when the bound
-    /// they move it to is not complete before `upper`.
+    /// Completes the totals after the visit, whose `corrections` are all at or before the
+    /// bound: every time a visit examines is a join of new or due times and history times, all
+    /// at or before it.
     pub(super) fn finish(
         &mut self,
         corrections: &[(V2, T, R2)],
-        upper: AntichainRef<'_, T>,
         logic: impl FnOnce(&[(Ref<'a, V>, R)], &mut Vec<(V2, R2)>),
-    ) -> bool {
-        for (_, time, _) in corrections {
-            self.bound.join_assign(time);
-        }
-        if upper.less_equal(&self.bound) {
-            return false;
-        }
+    ) {
+        debug_assert!(
+            corrections
+                .iter()
+                .all(|(_, time, _)| time.less_equal(&self.bound)),
+            "a correction after the bound {:?}",
+            self.bound
+        );
         self.output.clear();
         if self.summed && !self.input.is_empty() {
             logic(&self.input, &mut self.output);
             consolidate_pairs(&mut self.output);
         }
-        true
     }
 }
 
@@ -323,7 +323,7 @@ mod tests {
         let mut cover = Cover::Nothing;
         for summed in [false, true] {
             assert!(total.begin(&history, &new, &output, &[], upper.borrow(), cover));
-            assert!(total.finish(&[], upper.borrow(), min));
+            total.finish(&[], min);
             totals.restart(&upper);
             totals.push(&7, &total);
             cover = totals.cover(&mut totals.cursor(&upper), &7, &later, &[]);
@@ -354,7 +354,7 @@ mod tests {
     }
 
     /// Short histories are not kept unless a bound covered them; a bound beyond `upper` (here
-    /// made so by a correction at another outer time) is not kept.
+    /// the join of new times of two outer times) is not kept.
     #[test]
     fn short_or_incomplete_totals_are_not_kept() {
         let value = 1u64;
@@ -364,8 +364,8 @@ mod tests {
         let mut total = KeyTotal::<u64, Time, i64, u64, i64>::default();
         assert!(!total.begin(&history, &new, &[], &[], upper.borrow(), Cover::Nothing));
         assert!(total.begin(&history, &new, &[], &[], upper.borrow(), Cover::Bound));
-        let beyond = [(1u64, Product::new(1, 0), 1i64)];
-        assert!(!total.finish(&beyond, upper.borrow(), min));
+        let beyond = [(&value, at(1), 1i64), (&value, Product::new(1, 0), 1)];
+        assert!(!total.begin(&history, &beyond, &[], &[], upper.borrow(), Cover::Bound));
         assert!(!total.begin(&history, &[], &[], &[], upper.borrow(), Cover::Bound));
     }
 }
