@@ -513,17 +513,24 @@ fn gather<'s>(output: Collection<'s, u64, Value>, rows: Rc<RefCell<Vec<Row>>>) -
             exchange_by(|_| 0),
             "Gather",
             move |_capability, _info| {
-                // Rows are consolidated whenever they have doubled since the last time (and
-                // number 65,536 or more), so that worker 0 holds about as many as the
-                // output has distinct rows, not one per update sent (bfs sends a row per node).
+                // Rows are consolidated once they number 65,536 or more, so that worker 0
+                // holds about as many as the output has distinct rows, not one per update
+                // sent (bfs sends a row per node); then again whenever they have doubled. A
+                // consolidation that left more than half of the rows says they are mostly
+                // distinct (every time of a big step changes `degrees`' counts): the next one
+                // waits until they have grown eightfold, so that sorting them here costs a
+                // fraction of the sort the output sink does anyway, instead of about as much
+                // again (see docs/perf-notes.md, section "Output: gathering rows").
                 let mut consolidate_at = GATHER_CONSOLIDATE_MIN;
                 move |input, _output| {
                     let mut rows = rows.borrow_mut();
                     input.for_each(|_capability, container| {
                         rows.extend(container.rows());
                         if rows.len() >= consolidate_at {
+                            let before = rows.len();
                             consolidate_owned_triples(&mut rows);
-                            consolidate_at = (2 * rows.len()).max(GATHER_CONSOLIDATE_MIN);
+                            let growth = if 2 * rows.len() > before { 8 } else { 2 };
+                            consolidate_at = (growth * rows.len()).max(GATHER_CONSOLIDATE_MIN);
                         }
                     });
                 }

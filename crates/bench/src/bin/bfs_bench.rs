@@ -1,7 +1,8 @@
-//! The bfs experiment: ripple and differential-dataflow 0.26 side by side.
+//! The graph experiments: ripple and differential-dataflow 0.26 side by side.
 //!
-//! For each graph, worker count and batch size, both engines run bfs from root 0 over the same
-//! generated change stream (`ripple bfs --nodes N --edges M --updates U --batch B`): the graph
+//! For each computation (bfs by default; `--computations` adds reach, degrees and cc), graph,
+//! worker count and batch size, both engines run the computation (bfs and reach from root 0)
+//! over the same generated change stream (`ripple bfs --nodes N --edges M --updates U --batch B`): the graph
 //! is loaded at time 0, then each update (one inserted and one removed edge) happens at its
 //! own time, and `B` times are fed per step. Runs alternate between the engines, and for each
 //! graph and batch size a repetition runs every worker count in turn; with `--runs N` each cell
@@ -10,8 +11,8 @@
 //! p50/p99/max, peak heap (a counting allocator, reset before each run) and the output
 //! checksum, which must match across engines and runs.
 //!
-//! Writes `bfs.md` (tables) and one latency CDF plot per graph (`bfs-latency-*.svg`) into
-//! `--out`.
+//! Writes one report per computation (`bfs.md`, `cc.md`, ...: tables) and one latency CDF plot
+//! per computation and graph (`bfs-latency-*.svg`, ...) into `--out`.
 
 use clap::Parser;
 use ripple_bench::alloc::{peak_during, CountingAlloc};
@@ -34,10 +35,13 @@ use std::time::Instant;
 #[global_allocator]
 static ALLOC: CountingAlloc = CountingAlloc;
 
-/// bfs on ripple and on differential-dataflow, with ratios.
+/// Graph computations on ripple and on differential-dataflow, with ratios.
 #[derive(Parser, Debug)]
 #[command(version, about)]
 struct Args {
+    /// Computations to run, each with a report of its own.
+    #[arg(long, value_enum, value_delimiter = ',', default_values_t = [Computation::Bfs])]
+    computations: Vec<Computation>,
     /// Graphs as NODES/EDGES.
     #[arg(long, value_delimiter = ',', default_values_t = ["1000/2000".to_string(), "1000000/10000000".to_string()])]
     graphs: Vec<String>,
@@ -60,7 +64,7 @@ struct Args {
     /// 100, 1000 (overrides --graphs, --updates and --batches).
     #[arg(long)]
     quick: bool,
-    /// Folder for bfs.md and the latency plots (a table to commit goes to a folder of its own
+    /// Folder for the reports (bfs.md, ...) and the latency plots (a table to commit goes to a folder of its own
     /// under results/, indexed in results/README.md).
     #[arg(long, default_value = "target/bfs-bench")]
     out: PathBuf,
@@ -100,10 +104,7 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let mut results: Vec<Measured> = Vec::new();
-    let mut mismatches = Vec::new();
-    let began = Instant::now();
-    let configurations = graphs.len() * args.workers.len() * args.batches.len();
+    let mut specs = Vec::new();
     for &(nodes, edges) in &graphs {
         let spec = GraphSpec {
             nodes,
@@ -115,52 +116,67 @@ fn main() -> ExitCode {
             eprintln!("bfs-bench: {error}");
             return ExitCode::from(2);
         }
-        let source = Arc::new(Source::Generated(spec));
-        let graph = format!("{}/{}", short(u64::from(nodes)), short(edges));
-        let graph_start = results.len();
-        for &batch in &args.batches {
-            let cell = Cell {
-                source: &source,
-                graph: &graph,
-                batch,
-            };
-            for measured in cell.measure(&args) {
-                eprintln!(
-                    "[{:>3}/{configurations} {:>7.1}s] {graph} w{} b{batch}: ripple {:.0}/s, dd {:.0}/s ({:.2}x), heap {} vs {}",
-                    results.len() + 1,
-                    began.elapsed().as_secs_f64(),
-                    measured.workers,
-                    measured.ripple.updates_per_second(),
-                    measured.dd.updates_per_second(),
-                    measured.ripple.updates_per_second() / measured.dd.updates_per_second().max(1e-9),
-                    bytes(measured.ripple_heap),
-                    bytes(measured.dd_heap),
-                );
-                if !measured.outputs_match {
-                    let (ripple, dd) = (&measured.ripple, &measured.dd);
-                    mismatches.push(format!(
-                        "{graph} w{} b{batch}: ripple {:016x} ({} rows) vs dd {:016x} ({} rows)",
-                        measured.workers, ripple.checksum.0, ripple.rows, dd.checksum.0, dd.rows
-                    ));
+        specs.push(spec);
+    }
+    let began = Instant::now();
+    let configurations =
+        args.computations.len() * specs.len() * args.workers.len() * args.batches.len();
+    let mut measured_so_far = 0;
+    let mut all_mismatches = Vec::new();
+    for &computation in &args.computations {
+        let mut results: Vec<Measured> = Vec::new();
+        let mut mismatches = Vec::new();
+        for spec in &specs {
+            let source = Arc::new(Source::Generated(*spec));
+            let graph = format!("{}/{}", short(u64::from(spec.nodes)), short(spec.edges));
+            let graph_start = results.len();
+            for &batch in &args.batches {
+                let cell = Cell {
+                    computation,
+                    source: &source,
+                    graph: &graph,
+                    batch,
+                };
+                for measured in cell.measure(&args) {
+                    measured_so_far += 1;
+                    eprintln!(
+                        "[{measured_so_far:>3}/{configurations} {:>7.1}s] {} {graph} w{} b{batch}: ripple {:.0}/s, dd {:.0}/s ({:.2}x), heap {} vs {}",
+                        began.elapsed().as_secs_f64(),
+                        computation.name(),
+                        measured.workers,
+                        measured.ripple.updates_per_second(),
+                        measured.dd.updates_per_second(),
+                        measured.ripple.updates_per_second() / measured.dd.updates_per_second().max(1e-9),
+                        bytes(measured.ripple_heap),
+                        bytes(measured.dd_heap),
+                    );
+                    if !measured.outputs_match {
+                        let (ripple, dd) = (&measured.ripple, &measured.dd);
+                        mismatches.push(format!(
+                            "{} {graph} w{} b{batch}: ripple {:016x} ({} rows) vs dd {:016x} ({} rows)",
+                            computation.name(), measured.workers, ripple.checksum.0, ripple.rows, dd.checksum.0, dd.rows
+                        ));
+                    }
+                    results.push(measured);
                 }
-                results.push(measured);
             }
+            // The tables list a graph's cells by worker count, then batch size.
+            results[graph_start..].sort_by_key(|m| {
+                let workers = args.workers.iter().position(|&w| w == m.workers);
+                let batch = args.batches.iter().position(|&b| b == m.batch);
+                (workers, batch)
+            });
         }
-        // The tables list a graph's cells by worker count, then batch size.
-        results[graph_start..].sort_by_key(|m| {
-            let workers = args.workers.iter().position(|&w| w == m.workers);
-            let batch = args.batches.iter().position(|&b| b == m.batch);
-            (workers, batch)
-        });
+        if let Err(error) = write_report(&args, computation, &results, &mismatches) {
+            eprintln!("bfs-bench: {error}");
+            return ExitCode::from(1);
+        }
+        all_mismatches.extend(mismatches);
     }
-    if let Err(error) = write_report(&args, &results, &mismatches) {
-        eprintln!("bfs-bench: {error}");
-        return ExitCode::from(1);
-    }
-    if mismatches.is_empty() {
+    if all_mismatches.is_empty() {
         ExitCode::SUCCESS
     } else {
-        for mismatch in &mismatches {
+        for mismatch in &all_mismatches {
             eprintln!("bfs-bench: OUTPUT MISMATCH {mismatch}");
         }
         ExitCode::from(1)
@@ -184,13 +200,37 @@ fn engine_row(m: &Measured, engine: &str, report: &RunReport, heap: usize) -> Ve
     ]
 }
 
-fn write_report(args: &Args, results: &[Measured], mismatches: &[String]) -> Result<(), String> {
+/// What a computation's report says it measures.
+fn what(computation: Computation) -> &'static str {
+    match computation {
+        Computation::Bfs => "bfs from root 0 (the number of nodes at each depth)",
+        Computation::Reach => "reach from root 0 (the nodes reachable)",
+        Computation::Degrees => "degrees (the out-degree distribution)",
+        Computation::Cc => "cc (connected components, labelled by their least node)",
+    }
+}
+
+fn write_report(
+    args: &Args,
+    computation: Computation,
+    results: &[Measured],
+    mismatches: &[String],
+) -> Result<(), String> {
     std::fs::create_dir_all(&args.out)
         .map_err(|e| format!("cannot create {}: {e}", args.out.display()))?;
+    let name = computation.name();
     let mut text = String::new();
-    text.push_str("# bfs: ripple beside differential-dataflow 0.26\n\n");
     text.push_str(&format!(
-        "Reproduce: `cargo run --release -p ripple-bench --bin bfs-bench -- --graphs {} --updates {} --batches {} --workers {} --seed {} --runs {}`.\n\n",
+        "# {name}: ripple beside differential-dataflow 0.26\n\n"
+    ));
+    let computations = if args.computations == [Computation::Bfs] {
+        String::new()
+    } else {
+        let names: Vec<_> = args.computations.iter().map(|c| c.name()).collect();
+        format!("--computations {} ", names.join(","))
+    };
+    text.push_str(&format!(
+        "Reproduce: `cargo run --release -p ripple-bench --bin bfs-bench -- {computations}--graphs {} --updates {} --batches {} --workers {} --seed {} --runs {}`.\n\n",
         args.graphs.join(","),
         args.updates,
         args.batches.iter().map(u64::to_string).collect::<Vec<_>>().join(","),
@@ -199,13 +239,14 @@ fn write_report(args: &Args, results: &[Measured], mismatches: &[String]) -> Res
         args.runs,
     ));
     text.push_str(&format!(
-        "bfs from root 0 over the generated graph (`ripple bfs --help` documents the generator); \
+        "{} over the generated graph (`ripple bfs --help` documents the generator); \
          each update inserts one random edge and removes the oldest, at its own time; `batch` \
          times are fed per step. `updates/s` counts updates (times) after the initial load; \
          latencies are per step; `peak heap` is the most heap the run held at once (a counting \
          allocator). Each cell reports, per engine, the run with the median throughput of {} \
          (engines alternating, worker counts taking turns within each repetition); ratios are \
          ripple / differential.\n\n",
+        what(computation),
         args.runs
     ));
     if !mismatches.is_empty() {
@@ -257,8 +298,8 @@ fn write_report(args: &Args, results: &[Measured], mismatches: &[String]) -> Res
         &rows,
     ));
     text.push_str("\n## Latency distributions\n\n");
-    write_latency_plots(args, results, &mut text)?;
-    let path = args.out.join("bfs.md");
+    write_latency_plots(args, name, results, &mut text)?;
+    let path = args.out.join(format!("{name}.md"));
     std::fs::write(&path, &text).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
     print!("{text}");
     eprintln!("wrote {}", path.display());
@@ -298,11 +339,16 @@ fn ratio_rows(results: &[Measured]) -> Vec<Vec<String>> {
 }
 
 /// Writes one latency CDF plot per graph beside the report and links it from `text`.
-fn write_latency_plots(args: &Args, results: &[Measured], text: &mut String) -> Result<(), String> {
+fn write_latency_plots(
+    args: &Args,
+    name: &str,
+    results: &[Measured],
+    text: &mut String,
+) -> Result<(), String> {
     let mut graphs: Vec<&String> = results.iter().map(|m| &m.graph).collect();
     graphs.dedup();
     for graph in graphs {
-        let file = format!("bfs-latency-{}.svg", graph.replace('/', "-"));
+        let file = format!("{name}-latency-{}.svg", graph.replace('/', "-"));
         let mut curves = Vec::new();
         for (index, m) in results.iter().filter(|m| &m.graph == graph).enumerate() {
             let color = PALETTE[index % PALETTE.len()];
@@ -316,18 +362,19 @@ fn write_latency_plots(args: &Args, results: &[Measured], text: &mut String) -> 
             }
         }
         let svg = cdf_plot(
-            &format!("bfs on {graph}: per-step latency CDF (solid ripple, dashed differential)"),
+            &format!("{name} on {graph}: per-step latency CDF (solid ripple, dashed differential)"),
             &curves,
         );
         let path = args.out.join(&file);
         std::fs::write(&path, svg).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
-        text.push_str(&format!("![bfs latency on {graph}]({file})\n\n"));
+        text.push_str(&format!("![{name} latency on {graph}]({file})\n\n"));
     }
     Ok(())
 }
 
 /// One graph and batch size, measured at every worker count.
 struct Cell<'c> {
+    computation: Computation,
     source: &'c Arc<Source>,
     graph: &'c str,
     batch: u64,
@@ -339,7 +386,7 @@ impl Cell<'_> {
     fn measure(&self, args: &Args) -> Vec<Measured> {
         let (source, batch) = (self.source, self.batch);
         let options = |workers: usize| RunOptions {
-            computation: Computation::Bfs,
+            computation: self.computation,
             roots: vec![0],
             batch,
             cluster: Cluster::local(workers),

@@ -142,7 +142,9 @@ pub(crate) fn reduce_key<'a, V, V2, T, R, R2, L, E, D>(
                 .filter(|t| first.less_equal(t))
                 .cloned(),
         );
-        times.sort_unstable();
+        // Three sorted runs (the new times, then those of `input` and of `output`): the stable
+        // sort finds the runs and merges them, where the unstable one sorted them afresh.
+        times.sort();
         times.dedup();
     }
     times.retain(|time| {

@@ -16,7 +16,7 @@ use crate::recycle::recycle;
 use columnar::{Borrow, Columnar, Index, Push, Ref};
 use ripple_trace::TraceSnapshot;
 use ripple_trace::{Batch, Builder, Description, LookupScratch, TraceCursor, TraceHandle};
-use ripple_updates::consolidate::consolidate_triples;
+use ripple_updates::consolidate::consolidate_time_ordered_triples;
 use ripple_updates::{Abelian, Antichain, AntichainRef, Data, PartialOrder, Semigroup, Time};
 use ripple_updates::{Update, Updates};
 use timely::dataflow::operators::CapabilitySet;
@@ -346,7 +346,7 @@ impl<K: Data, V2: Data, T: Time, R2: Semigroup> Corrections<K, V2, T, R2> {
     /// Ends `key`'s visit: its corrections, consolidated, join the output.
     fn finish_key(&mut self, key: &K) {
         if !self.key.is_empty() {
-            consolidate_triples(&mut self.key);
+            consolidate_time_ordered_triples(&mut self.key);
             for (val, time, diff) in self.key.drain(..) {
                 self.produced.push(key, &val, &time, &diff);
             }
