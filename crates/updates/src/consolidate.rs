@@ -352,8 +352,11 @@ pub fn consolidate_pairs<I: Ord, R: Semigroup>(pairs: &mut Vec<(I, R)>) {
     {
         return;
     }
-    // Equal items are summed, so their order does not matter.
-    pairs.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+    // Equal items are summed, so their order does not matter; the stable sort is for its runs:
+    // a merge's two histories of a value, interleaved or advanced, come as sorted runs, which
+    // it merges where the unstable sort sorted afresh (see docs/perf-notes.md, section
+    // "Reduce: sorting a key's times and corrections").
+    pairs.sort_by(|a, b| a.0.cmp(&b.0));
     let mut kept = 0;
     for index in 0..pairs.len() {
         if kept > 0 && pairs[kept - 1].0 == pairs[index].0 {
