@@ -47,10 +47,11 @@ struct Args {
     /// The longest path differential runs (its time grows about as the cube of the length).
     #[arg(long, default_value_t = 800)]
     dd_path_max: u32,
-    /// The side of the square grid.
+    /// The side of the square grid (at most 5000: a graph has at most 50,000,000 edges).
     #[arg(long, default_value_t = 100)]
     grid: u32,
-    /// The lollipop as CLIQUE/TAIL (nodes in the complete part, nodes in the tail).
+    /// The lollipop as CLIQUE/TAIL (nodes in the complete part, nodes in the tail; at most
+    /// 50,000,000 edges, CLIQUE x (CLIQUE - 1) + TAIL).
     #[arg(long, default_value = "100/1000")]
     lollipop: String,
     /// Worker counts (threads of one process).
@@ -116,19 +117,49 @@ fn lollipop(clique: u32, tail: u32) -> Graph {
     }
 }
 
-/// `CLIQUE/TAIL`, both at least 1.
+/// The most edges a graph of the bench may have: both engines hold it, with their
+/// arrangements, and a bigger request would end in running out of memory, not in a table.
+const MAX_EDGES: u64 = 50_000_000;
+
+/// `CLIQUE/TAIL`, both at least 1, the lollipop's edges within [`MAX_EDGES`].
 fn parse_lollipop(text: &str) -> Result<(u32, u32), String> {
     let parsed = text
         .split_once('/')
         .and_then(|(c, t)| Some((c.parse::<u32>().ok()?, t.parse::<u32>().ok()?)));
+    let edges =
+        |clique: u32, tail: u32| u64::from(clique) * u64::from(clique - 1) + u64::from(tail);
     match parsed {
-        Some((clique, tail)) if clique >= 1 && tail >= 1 && clique.checked_add(tail).is_some() => {
+        Some((clique, tail))
+            if clique >= 1
+                && tail >= 1
+                && clique.checked_add(tail).is_some()
+                && edges(clique, tail) <= MAX_EDGES =>
+        {
             Ok((clique, tail))
         }
         _ => Err(format!(
-            "--lollipop {text}: expected CLIQUE/TAIL, two counts of at least 1 (e.g. 100/1000)"
+            "--lollipop {text}: expected CLIQUE/TAIL, two counts of at least 1 (e.g. 100/1000), \
+             with CLIQUE x (CLIQUE - 1) + TAIL edges at most {MAX_EDGES}"
         )),
     }
+}
+
+/// Checks the sizes of the paths and the grid: at least 2 nodes a path and on a side, and
+/// at most [`MAX_EDGES`] edges each (a grid of side `s` has `2s(s - 1)`).
+fn check_sizes(paths: &[u32], grid: u32) -> Result<(), String> {
+    let grid_edges = 2 * u64::from(grid) * u64::from(grid.saturating_sub(1));
+    if paths
+        .iter()
+        .any(|&nodes| nodes < 2 || u64::from(nodes) - 1 > MAX_EDGES)
+        || grid < 2
+        || grid_edges > MAX_EDGES
+    {
+        return Err(format!(
+            "paths need 2 to {} nodes, the grid a side of 2 to 5000 ({MAX_EDGES} edges at most)",
+            MAX_EDGES + 1
+        ));
+    }
+    Ok(())
 }
 
 /// One graph, computation and worker count, measured.
@@ -220,8 +251,8 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    if args.paths.iter().any(|&nodes| nodes < 2) || !(2..=60_000).contains(&args.grid) {
-        eprintln!("diameter-bench: paths need at least 2 nodes, the grid a side of 2 to 60000");
+    if let Err(error) = check_sizes(&args.paths, args.grid) {
+        eprintln!("diameter-bench: {error}");
         return ExitCode::from(2);
     }
     let iterative = [Computation::Bfs, Computation::Reach, Computation::Cc];
@@ -379,4 +410,24 @@ fn growth(results: &[Measured]) -> String {
         ));
     }
     text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_beyond_the_edge_bound_are_refused() {
+        assert_eq!(parse_lollipop("100/1000"), Ok((100, 1000)));
+        // 7,072 x 7,071 edges in the complete part: over 50,000,000.
+        assert!(parse_lollipop("7072/1").is_err());
+        assert!(parse_lollipop("7071/1000").is_ok());
+        assert!(parse_lollipop("0/10").is_err());
+        assert!(parse_lollipop("10").is_err());
+        assert!(check_sizes(&[200, 3200], 100).is_ok());
+        assert!(check_sizes(&[1], 100).is_err());
+        assert!(check_sizes(&[200], 5001).is_err());
+        assert!(check_sizes(&[200], 5000).is_ok());
+        assert!(check_sizes(&[50_000_002], 100).is_err());
+    }
 }
