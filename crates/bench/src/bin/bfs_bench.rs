@@ -1,15 +1,15 @@
 //! The graph experiments: ripple and differential-dataflow 0.26 side by side.
 //!
 //! For each computation (bfs by default; `--computations` adds reach, degrees and cc), graph,
-//! worker count and batch size, both engines run the computation (bfs and reach from root 0)
-//! over the same generated change stream (`ripple bfs --nodes N --edges M --updates U --batch B`): the graph
-//! is loaded at time 0, then each update (one inserted and one removed edge) happens at its
-//! own time, and `B` times are fed per step. Runs alternate between the engines, and for each
-//! graph and batch size a repetition runs every worker count in turn; with `--runs N` each cell
-//! runs N times per engine and reports the run with the median throughput (these machines are
-//! noisy). Reported per run: load time, total time, updates/s, per-step latency
-//! p50/p99/max, peak heap (a counting allocator, reset before each run) and the output
-//! checksum, which must match across engines and runs.
+//! worker count and batch size, both engines run the computation (bfs and reach from root 0) over
+//! the same generated change stream (`ripple bfs --nodes N --edges M --updates U --batch B`): the
+//! graph is loaded at time 0, then each update (one inserted and one removed edge) happens at its
+//! own time, and `B` times are fed per step. Runs alternate between the engines, and for each graph
+//! and batch size a repetition runs every worker count in turn; with `--runs N` each cell runs N
+//! times per engine and reports the run with the median throughput (these machines are noisy).
+//! Reported per run: load time, total time, updates/s, per-step latency p50/p99/max, peak heap (a
+//! counting allocator, reset before each run) and the output checksum, which must match across
+//! engines and runs.
 //!
 //! Writes one report per computation (`bfs.md`, `cc.md`, ...: tables) and one latency CDF plot
 //! per computation and graph (`bfs-latency-*.svg`, ...) into `--out`.
@@ -64,8 +64,8 @@ struct Args {
     /// 100, 1000 (overrides --graphs, --updates and --batches).
     #[arg(long)]
     quick: bool,
-    /// Folder for the reports (bfs.md, ...) and the latency plots (a table to commit goes to a folder of its own
-    /// under results/, indexed in results/README.md).
+    /// Folder for the reports (bfs.md, ...) and the latency plots (a table to commit goes to a
+    /// folder of its own under results/, indexed in results/README.md).
     #[arg(long, default_value = "target/bfs-bench")]
     out: PathBuf,
 }
