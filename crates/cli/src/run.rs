@@ -16,6 +16,7 @@ use crate::progress::Progress;
 use crate::source::{Fed, Feed, Position, Source};
 use crate::state::{Durability, OutputMark};
 use crate::stats::{peak_resident_bytes, RunReport, Ticker};
+use ripple_dataflow::counts::WorkCounts;
 use ripple_dataflow::exchange::exchange_by;
 use ripple_dataflow::{Collection, InputSession, RippleConfig, UpdateContainer};
 use ripple_durable::DurableError;
@@ -307,6 +308,7 @@ fn drive(
     let mut loaded = false;
     let mut done_steps = 0;
     let mut updates_began = Instant::now();
+    let mut work_began = WorkCounts::now();
     // Every input time below this has been fed and its rows written.
     let mut frontier = 0;
     if let Some(durable) = durable
@@ -329,6 +331,7 @@ fn drive(
             report.load = began.elapsed();
             report.load_changes = changes;
             updates_began = Instant::now();
+            work_began = WorkCounts::now();
         }
     }
     let failure = loop {
@@ -410,6 +413,7 @@ fn drive(
             report.load = elapsed;
             report.load_changes = changes;
             updates_began = Instant::now();
+            work_began = WorkCounts::now();
         } else {
             report.latencies.push(elapsed);
             report.update_times += times;
@@ -450,6 +454,7 @@ fn drive(
     report.checksum = checksum;
     report.rows = rows;
     report.peak_resident = peak_resident_bytes();
+    report.work = WorkCounts::now().since(&work_began);
     Ok(Some(report))
 }
 

@@ -3,6 +3,7 @@
 use crate::options::RunOptions;
 use crate::output::Checksum;
 use crate::state::CheckpointSummary;
+use ripple_dataflow::counts::{Count, WorkCounts};
 use ripple_storage::StorageStats;
 use std::fmt;
 use std::time::{Duration, Instant};
@@ -36,6 +37,8 @@ pub struct RunReport {
     pub storage: Option<StorageStats>,
     /// What the checkpoints did, with `--state-dir`.
     pub checkpoints: Option<CheckpointSummary>,
+    /// The work this process's operators did after the load (see `ripple_dataflow::counts`).
+    pub work: WorkCounts,
 }
 
 impl RunReport {
@@ -59,6 +62,7 @@ impl RunReport {
             peak_resident: None,
             storage: None,
             checkpoints: None,
+            work: WorkCounts::default(),
         }
     }
 
@@ -268,8 +272,46 @@ impl fmt::Display for RunReport {
                 human_duration(checkpoints.longest)
             )?;
         }
+        if self.update_changes > 0 && !self.work.is_empty() {
+            self.fmt_work(f)?;
+        }
         writeln!(f, "output       {} rows", self.rows)?;
         write!(f, "checksum     {:016x}", self.checksum.0)
+    }
+}
+
+impl RunReport {
+    /// The work counts per input change after the load.
+    fn fmt_work(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let per = |count| self.work.get(count) as f64 / self.update_changes as f64;
+        writeln!(
+            f,
+            "work         per input change after the load, this process's workers:"
+        )?;
+        writeln!(
+            f,
+            "  arrange    {:.2} updates arranged; {:.3} batches inserted, holding {:.2} updates; {:.3} merges, reading {:.2} updates",
+            per(Count::Arranged),
+            per(Count::Batches),
+            per(Count::BatchUpdates),
+            per(Count::Merges),
+            per(Count::MergedUpdates)
+        )?;
+        writeln!(
+            f,
+            "  join       {:.2} keys probed, {:.2} matched; {:.2} history updates read; {:.2} outputs",
+            per(Count::JoinProbes),
+            per(Count::JoinKeys),
+            per(Count::JoinHistory),
+            per(Count::JoinOutputs)
+        )?;
+        writeln!(
+            f,
+            "  reduce     {:.2} key visits; {:.2} history updates read; {:.2} corrections",
+            per(Count::ReduceKeys),
+            per(Count::ReduceHistory),
+            per(Count::ReduceOutputs)
+        )
     }
 }
 

@@ -147,6 +147,69 @@ fn summary_checksum(args: &[&str]) -> String {
         .to_string()
 }
 
+/// The per-change figures of a summary's work line starting with `name`.
+fn work_figures(text: &str, name: &str) -> Vec<f64> {
+    let line = text
+        .lines()
+        .find(|line| line.trim_start().starts_with(name))
+        .unwrap_or_else(|| panic!("no {name} work line:\n{text}"));
+    line.split(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .filter_map(|word| word.parse().ok())
+        .collect()
+}
+
+#[test]
+fn summaries_count_the_operators_work() {
+    let args = [
+        "bfs",
+        "--nodes",
+        "200",
+        "--edges",
+        "400",
+        "--updates",
+        "300",
+        "--batch",
+        "10",
+        "--summary",
+    ];
+    let output = run(ripple().args(args));
+    assert!(output.status.success(), "{}", stderr(&output));
+    let text = stdout(&output);
+    assert!(
+        text.contains("work         per input change after the load"),
+        "{text}"
+    );
+    // arranged; batches, their updates; merges, their updates.
+    let arrange = work_figures(&text, "arrange");
+    // probed, matched; history read; outputs.
+    let join = work_figures(&text, "join");
+    // visits; history read; corrections.
+    let reduce = work_figures(&text, "reduce");
+    assert_eq!(
+        (arrange.len(), join.len(), reduce.len()),
+        (5, 4, 3),
+        "{text}"
+    );
+    assert!(arrange.iter().all(|&figure| figure > 0.0), "{text}");
+    assert!(
+        join[0] >= join[1] && join[1] > 0.0 && join[3] > 0.0,
+        "{text}"
+    );
+    assert!(reduce.iter().all(|&figure| figure > 0.0), "{text}");
+    // Every join output is arranged for the reduce, and the edges' changes too.
+    assert!(arrange[0] >= join[3], "{text}");
+    // The counts are of work done, not of time taken: one worker repeats them exactly.
+    let again = stdout(&run(ripple().args(args)));
+    let work = |text: &str| -> Vec<String> {
+        text.lines()
+            .skip_while(|line| !line.starts_with("work "))
+            .take(4)
+            .map(str::to_string)
+            .collect()
+    };
+    assert_eq!(work(&text), work(&again));
+}
+
 #[test]
 fn summaries_do_not_depend_on_batching_or_workers() {
     for computation in ["bfs", "reach", "degrees", "cc"] {

@@ -33,6 +33,8 @@ pub use container::UpdateContainer;
 pub use exchange::ExchangeData;
 pub use input::{InputError, InputSession};
 pub use iterate::{ArrangedVariable, Variable};
+/// Process-wide counts of the work operators do (`ripple --summary` prints them).
+pub use ripple_trace::counts;
 
 /// The README's examples, compiled and run as doctests so the guide stays true.
 #[doc = include_str!("../../../README.md")]

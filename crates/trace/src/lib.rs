@@ -16,6 +16,8 @@
 //! - [`lookup`]: many sorted probe keys against every batch, one forward pass per batch.
 //! - [`merge`]: two adjacent batches to one, fueled, advancing times to `since`.
 //! - [`spine`]: the [`Spine`], LSM-style levels with merge work paid by inserts.
+//! - [`counts`]: process-wide counts of the work done (batches, merges, probes, keys), for
+//!   `--summary` and work accountings.
 //! - [`handle`]: [`TraceHandle`]s share a spine, each with its own compaction holds;
 //!   [`snapshot`] is a reader's consistent view.
 //!
@@ -52,6 +54,7 @@ pub mod batch;
 pub mod block;
 pub mod builder;
 mod columns;
+pub mod counts;
 pub mod cursor;
 pub mod description;
 pub mod file;

@@ -53,6 +53,7 @@
 
 use crate::batch::Batch;
 use crate::builder::Builder;
+use crate::counts::{self, Count};
 use crate::description::Description;
 use crate::merge::{advancing_may_move, Merge};
 use crate::snapshot::TraceSnapshot;
@@ -190,6 +191,9 @@ impl<U: Update> Builders<U> {
     }
 
     fn finish(&mut self, merge: Merge<U>) -> Batch<U> {
+        let [older, newer] = merge.inputs();
+        counts::add(Count::Merges, 1);
+        counts::add(Count::MergedUpdates, older.len() + newer.len());
         let (batch, builder) = merge.finish();
         if let Some(builder) = builder {
             if self.0.len() < Self::KEEP {
@@ -292,6 +296,10 @@ impl<U: Update> Spine<U> {
             "a batch must start where the trace's last batch ended"
         );
         self.upper = batch.description().upper.clone();
+        if !batch.is_empty() {
+            counts::add(Count::Batches, 1);
+            counts::add(Count::BatchUpdates, batch.len());
+        }
         self.pending.push_back(batch);
         self.admit();
     }

@@ -18,6 +18,7 @@ use crate::exchange::{exchange_by, ExchangeData};
 use columnar::Ref;
 use ripple_batcher::{Chain, Chunk, MergeBatcher};
 use ripple_storage::Storage;
+use ripple_trace::counts::{self, Count};
 use ripple_trace::{Batch, Builder, Description};
 use ripple_updates::{Antichain, Data, PartialOrder, Semigroup, Time, Update, UpdatesView};
 use std::sync::Arc;
@@ -102,10 +103,13 @@ where
                 let mut held = HeldCapabilities::default();
                 let mut lower = Antichain::from_elem(T::minimum());
                 move |(input, frontier), output| {
+                    let mut arranged = 0;
                     input.for_each(|capability, container| {
                         held.insert_stamp(&capability);
+                        arranged += container.len();
                         batcher.push(keyed_view(container));
                     });
+                    counts::add(Count::Arranged, arranged);
                     let frontier = frontier.frontier();
                     if lower.borrow() == frontier {
                         return;

@@ -7,6 +7,7 @@
 
 use super::product::{key_product, KeyUpdates};
 use columnar::{Borrow, Clear, ContainerOf, Push, Ref};
+use ripple_trace::counts::{self, Count};
 use ripple_trace::{Batch, LookupScratch, TraceSnapshot};
 use ripple_updates::{Data, Semigroup, Time};
 
@@ -59,6 +60,7 @@ where
         // With stored batches on either side a call does one run, so that the blocks it
         // pinned are let go before the next (see below).
         let stored = self.batch.is_stored() || self.trace.has_stored();
+        let (mut probed, mut matched, mut read, mut emitted) = (0, 0, 0, 0);
         while self.next_key < key_count && *fuel > 0 {
             let lower = self.next_key;
             let upper = (lower + probe_run.max(1)).min(key_count);
@@ -96,6 +98,8 @@ where
                     });
                     values.step_val();
                 }
+                matched += 1;
+                read += batch_history.len() + trace_history.len();
                 // Every output time is a join with a batch time, so the trace side can be
                 // advanced by their meet and consolidated first.
                 if let Some(meet) = batch_history.meet() {
@@ -107,15 +111,23 @@ where
                     &mut trace_history,
                     multiply,
                     &mut pairs,
-                    &mut |vb, vt, time, diff| emit(key, vb, vt, time, diff),
+                    &mut |vb, vt, time, diff| {
+                        emitted += 1;
+                        emit(key, vb, vt, time, diff)
+                    },
                 );
             });
+            probed += upper - lower;
             *fuel = fuel.saturating_sub(spent + (upper - lower) / 16);
             self.next_key = upper;
             if stored {
                 break;
             }
         }
+        counts::add(Count::JoinProbes, probed);
+        counts::add(Count::JoinKeys, matched);
+        counts::add(Count::JoinHistory, read);
+        counts::add(Count::JoinOutputs, emitted);
         drop((
             batch_cursor,
             trace_cursor,

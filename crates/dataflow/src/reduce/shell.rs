@@ -14,6 +14,7 @@ use crate::arrange::TraceAgent;
 use crate::capabilities::HeldCapabilities;
 use crate::recycle::recycle;
 use columnar::{Borrow, Columnar, Index, Push, Ref};
+use ripple_trace::counts::{self, Count};
 use ripple_trace::TraceSnapshot;
 use ripple_trace::{Batch, Builder, Description, LookupScratch, TraceCursor, TraceHandle};
 use ripple_updates::consolidate::consolidate_time_ordered_triples;
@@ -236,6 +237,7 @@ where
         next_totals.restart(&interval.upper);
         let mut totals_cursor = totals.cursor(&self.lower);
         let probe_run = self.settings.probe_run.max(1);
+        let (mut read, mut produced) = (0, 0);
         for run_start in (0..self.keys.len()).step_by(probe_run) {
             if stored {
                 // Keys are visited in order: the blocks earlier runs pinned are done with
@@ -270,7 +272,11 @@ where
                 let key_ref = key_column.get(run_start + probe);
                 let kept = (&totals, &mut totals_cursor);
                 let totalled = buffers.gather(probe, key, &mut hits, kept, upper);
+                read += buffers.input_history.len()
+                    + buffers.new_updates.len()
+                    + buffers.output_history.len();
                 buffers.visit(key_ref, upper, logic, &mut self.corrections);
+                produced += self.corrections.key.len();
                 if totalled {
                     let corrections = &self.corrections.key;
                     let logic = |input: &_, output: &mut _| logic(key_ref, input, output);
@@ -285,6 +291,9 @@ where
         self.totals = next_totals;
         self.next_totals = totals;
         self.deferred.finish(&interval.upper);
+        counts::add(Count::ReduceKeys, self.keys.len());
+        counts::add(Count::ReduceHistory, read);
+        counts::add(Count::ReduceOutputs, produced);
     }
 
     /// Seals the interval: its output batch goes into the output trace and downstream under

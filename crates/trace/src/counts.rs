@@ -1,0 +1,125 @@
+//! Process-wide counts of the work arrangements, spines, joins and reduces do: how many
+//! batches, merges, probes, keys and updates, not how long they took. `ripple --summary`
+//! prints them per input update, and the work accountings in docs/perf-notes.md are made of
+//! them.
+//!
+//! Every worker of the process adds to the same counts, and so does every dataflow it runs:
+//! they mean something for a process running one dataflow (as `ripple` does), and only deltas
+//! ([`WorkCounts::since`]) are meaningful while another runs beside it (as tests do). Callers
+//! add once per batch, merge or activation, never per update: the counting costs a fraction
+//! of a percent of bfs's instructions (docs/perf-notes.md, section "Work accounting").
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// A kind of work counted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Count {
+    /// Updates pushed into arrangements' batchers.
+    Arranged,
+    /// Batches inserted into spines (sealed by arrangements or built by reduces).
+    Batches,
+    /// The updates of those batches.
+    BatchUpdates,
+    /// Spine merges finished.
+    Merges,
+    /// The updates of those merges' inputs (what the merges read).
+    MergedUpdates,
+    /// Keys joins looked up in the other side's trace.
+    JoinProbes,
+    /// Of those, keys found: both sides' histories were read and multiplied.
+    JoinKeys,
+    /// Updates of both sides' histories read for those keys.
+    JoinHistory,
+    /// Updates joins sent on (products, consolidated per key).
+    JoinOutputs,
+    /// Keys reduces visited (a key once per interval it changed in).
+    ReduceKeys,
+    /// Updates read for those visits: input and output histories (or a key's totals standing
+    /// for them) and the interval's new updates.
+    ReduceHistory,
+    /// Output corrections reduces produced.
+    ReduceOutputs,
+}
+
+impl Count {
+    /// Every count, in declaration order (their indices).
+    pub const ALL: [Count; 12] = [
+        Count::Arranged,
+        Count::Batches,
+        Count::BatchUpdates,
+        Count::Merges,
+        Count::MergedUpdates,
+        Count::JoinProbes,
+        Count::JoinKeys,
+        Count::JoinHistory,
+        Count::JoinOutputs,
+        Count::ReduceKeys,
+        Count::ReduceHistory,
+        Count::ReduceOutputs,
+    ];
+}
+
+static TOTALS: [AtomicU64; Count::ALL.len()] = [const { AtomicU64::new(0) }; Count::ALL.len()];
+
+/// Adds `amount` to `count`.
+#[inline]
+pub fn add(count: Count, amount: usize) {
+    if amount > 0 {
+        TOTALS[count as usize].fetch_add(amount as u64, Ordering::Relaxed);
+    }
+}
+
+/// The counts at one moment.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WorkCounts([u64; Count::ALL.len()]);
+
+impl WorkCounts {
+    /// The process's counts now.
+    pub fn now() -> Self {
+        Self(std::array::from_fn(|index| {
+            TOTALS[index].load(Ordering::Relaxed)
+        }))
+    }
+
+    /// The work done between `earlier` and `self`.
+    pub fn since(&self, earlier: &Self) -> Self {
+        Self(std::array::from_fn(|index| {
+            self.0[index].saturating_sub(earlier.0[index])
+        }))
+    }
+
+    pub fn get(&self, count: Count) -> u64 {
+        self.0[count as usize]
+    }
+
+    /// True when nothing was counted.
+    pub fn is_empty(&self) -> bool {
+        self.0.iter().all(|&value| value == 0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_add_up_and_subtract() {
+        // Other tests of this crate count too: only the deltas of the counts touched here are
+        // checked, and only to be at least what was added.
+        let before = WorkCounts::now();
+        add(Count::JoinOutputs, 5);
+        add(Count::JoinOutputs, 0);
+        add(Count::ReduceKeys, 2);
+        let delta = WorkCounts::now().since(&before);
+        assert!(delta.get(Count::JoinOutputs) >= 5);
+        assert!(delta.get(Count::ReduceKeys) >= 2);
+        assert!(!delta.is_empty());
+        assert!(before.since(&WorkCounts::now()).is_empty());
+        for (index, count) in Count::ALL.iter().enumerate() {
+            assert_eq!(
+                *count as usize, index,
+                "ALL lists the counts in declaration order"
+            );
+        }
+    }
+}
