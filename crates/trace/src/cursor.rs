@@ -289,21 +289,13 @@ impl<'a, U: Update> BatchCursor<'a, U> {
         self.enter_key();
     }
 
-    /// Moves to the first key `>= key` from the start of the batch: in a stored batch,
-    /// reading only the block the key can be in (where rewinding would read the first).
-    pub fn seek_from_start(&mut self, key: Ref<'_, U::Key>) {
-        match &mut self.blocks {
-            Some(blocks) => {
-                // As from a cursor that has read no block: `seek_block` starts at block 0.
-                blocks.block = UNOPENED;
-                self.seek_block(key);
-                self.enter_key();
-            }
-            None => {
-                self.rewind_keys();
-                self.seek_key(key);
-            }
-        }
+    /// In a stored batch, positions the cursor at the first key `>= key` of block `block`
+    /// (which the file's index says may hold it), or at the block's end.
+    pub(crate) fn seek_in_block(&mut self, block: usize, key: Ref<'_, U::Key>) {
+        debug_assert!(self.blocks.is_some(), "a stored batch's cursor");
+        self.enter_block(block, 0);
+        self.key = self.search_key(0, key);
+        self.enter_key();
     }
 
     /// [`Self::seek_key`] past the block in view: enters the block the key can be in, by the

@@ -12,6 +12,7 @@
 //! key type hashes without a `Hash` bound, and the hash is the same in every process.
 
 use columnar::{AsBytes, Borrow, Clear, Columnar, ContainerOf, Push, Ref};
+use std::cell::Cell;
 use std::hash::Hasher;
 use xorf::{BinaryFuse8, BinaryFuse8Ref, DmaSerializable, Filter, FilterRef};
 
@@ -153,6 +154,58 @@ impl KeyFilter {
     }
 }
 
+/// What a stored batch's filter has been worth to its lookups: a filter that lets nearly every
+/// probe through (as the keys a join probes its edges with are nearly all present) costs a
+/// hash and a few cache misses per probe and saves almost no block reads, so lookups skip it
+/// (RocksDB offers the same as a fixed option, `optimize_filters_for_hits`). Skipping never
+/// changes a result: the block read settles every probe. While skipped, one lookup in
+/// [`FilterYield::RETEST_EVERY`] still tests, so a filter that starts to reject comes back.
+#[derive(Debug, Default)]
+pub struct FilterYield {
+    tested: Cell<u32>,
+    rejected: Cell<u32>,
+    skipped: Cell<u32>,
+}
+
+impl FilterYield {
+    /// Probes tested before the filter may be skipped.
+    pub const SAMPLE_MIN: u32 = 1024;
+    /// Skipped while it rejects fewer than one probe in this many. A rejection saves a block
+    /// read, several times a filter test's cost; below this share the tests cost more than
+    /// the reads they save.
+    pub const REJECT_SHARE: u32 = 64;
+    /// While skipped, one lookup in this many tests.
+    pub const RETEST_EVERY: u32 = 16;
+    /// Counts are halved past this many tests, so that recent lookups weigh most: a filter
+    /// skipped after many passes comes back within a few hundred lookups once it rejects.
+    const WINDOW: u32 = 1 << 12;
+
+    /// Whether the next lookup should test the filter.
+    pub fn should_test(&self) -> bool {
+        let (tested, rejected) = (self.tested.get(), self.rejected.get());
+        if tested < Self::SAMPLE_MIN || rejected.saturating_mul(Self::REJECT_SHARE) >= tested {
+            return true;
+        }
+        let skipped = self.skipped.get().wrapping_add(1);
+        self.skipped.set(skipped);
+        skipped.is_multiple_of(Self::RETEST_EVERY)
+    }
+
+    /// Counts a lookup's `tested` probes, of which `passed` passed.
+    pub fn note(&self, tested: usize, passed: usize) {
+        let mut tested_now = u64::from(self.tested.get()) + tested as u64;
+        let mut rejected_now =
+            u64::from(self.rejected.get()) + tested.saturating_sub(passed) as u64;
+        while tested_now > u64::from(Self::WINDOW) {
+            tested_now /= 2;
+            rejected_now /= 2;
+        }
+        // Both within the window now, which fits a u32.
+        self.tested.set(tested_now as u32);
+        self.rejected.set(rejected_now as u32);
+    }
+}
+
 /// Whether `tester` (if any) lets `hash` through.
 #[inline]
 pub fn may_contain(tester: &Option<BinaryFuse8Ref<'_>>, hash: u64) -> bool {
@@ -162,6 +215,34 @@ pub fn may_contain(tester: &Option<BinaryFuse8Ref<'_>>, hash: u64) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn filters_that_pass_everything_are_skipped_and_come_back_when_they_reject() {
+        let worth = FilterYield::default();
+        // Until the sample is in, every lookup tests.
+        for _ in 0..FilterYield::SAMPLE_MIN {
+            assert!(worth.should_test());
+            worth.note(1, 1);
+        }
+        // Nothing rejected: most lookups skip, one in RETEST_EVERY tests.
+        let tests = (0..FilterYield::RETEST_EVERY * 10)
+            .filter(|_| worth.should_test())
+            .count();
+        assert_eq!(tests, 10);
+        // A retest that rejects most of a long run brings the filter back.
+        worth.note(4096, 0);
+        assert!((0..10).all(|_| worth.should_test()));
+        // Rejecting one in REJECT_SHARE or more keeps it.
+        let kept = FilterYield::default();
+        let share = FilterYield::REJECT_SHARE as usize;
+        kept.note(share * 100, share * 100 - 100);
+        assert!((0..100).all(|_| kept.should_test()));
+        // Counts stay bounded: a long history halves.
+        for _ in 0..100 {
+            kept.note(1 << 15, 1 << 15);
+        }
+        assert!(kept.tested.get() <= FilterYield::WINDOW);
+    }
 
     #[test]
     fn no_false_negatives_and_few_false_positives() {

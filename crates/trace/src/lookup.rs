@@ -196,10 +196,10 @@ pub fn start<'p, U: Update, P>(
             if batch.stored().is_some() {
                 // Only the block the key can be in is read, and only if the filter lets the
                 // key through.
-                if !stored_may_hold(batch, probes, &mut scratch.stored) {
+                let Some(block) = stored_may_hold(batch, probes, &mut scratch.stored) else {
                     continue;
-                }
-                batch.seek_from_start(target);
+                };
+                batch.seek_in_block(block, target);
             } else {
                 batch.rewind_keys();
                 batch.seek_key(target);
@@ -288,7 +288,7 @@ fn intersect_stored<'p, U: Update, P>(
     let index = stored.index();
     let (probe_count, block_count) = (probes.len(), stored.block_count());
     let probe = |i: usize| U::Key::reborrow(probes.get(i));
-    let filtered = index.filter().is_present();
+    let filtered = index.filter().is_present() && stored.tests_filter();
     if filtered && !scratch.hashed {
         hash_probes::<U::Key, P>(probes, scratch);
     }
@@ -305,7 +305,7 @@ fn intersect_stored<'p, U: Update, P>(
         let end = gallop(next, probe_count, |i| probe(i) <= last);
         let (hashes, passing) = (&scratch.hashes, &mut scratch.passing);
         passing.clear();
-        let tester = index.filter().tester(block);
+        let tester = filtered.then(|| index.filter().tester(block)).flatten();
         let filtered = (next as u32..end as u32)
             .filter(|&i| tester.is_none() || may_contain(&tester, hashes[i as usize]));
         passing.extend(filtered);
@@ -336,13 +336,13 @@ fn intersect_stored<'p, U: Update, P>(
     }
 }
 
-/// For a single probe into a stored batch: whether its key range and filter let the probe
-/// through (no block read).
+/// For a single probe into a stored batch: the block that may hold it, if its key range and
+/// filter let the probe through (no block read).
 fn stored_may_hold<'p, U: Update, P>(
     batch: &BatchCursor<'_, U>,
     probes: P,
     scratch: &mut StoredProbes,
-) -> bool
+) -> Option<usize>
 where
     P: Index<Ref = Ref<'p, U::Key>> + Len + Copy,
 {
@@ -351,18 +351,21 @@ where
     let target = U::Key::reborrow(probes.get(0));
     let block = index.block_not_before(0, probes.get(0));
     if block == stored.block_count() || target < U::Key::reborrow(index.key_range(block).0) {
-        return false;
+        return None;
+    }
+    if !index.filter().is_present() || !stored.tests_filter() {
+        return Some(block);
     }
     let tester = index.filter().tester(block);
     if tester.is_none() {
-        return true;
+        return Some(block);
     }
     if !scratch.hashed {
         hash_probes::<U::Key, P>(probes, scratch);
     }
     let passed = may_contain(&tester, scratch.hashes[0]);
     stored.note_filtered(1, usize::from(passed));
-    passed
+    passed.then_some(block)
 }
 
 /// Hashes every probe into `scratch.hashes`, once per lookup.

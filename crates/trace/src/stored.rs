@@ -32,6 +32,7 @@
 use crate::block;
 use crate::description::Description;
 use crate::file::{Counts, FileIndex};
+use crate::filter::FilterYield;
 use crate::view::{check_view, BatchView};
 use columnar::Columnar;
 use elsa::FrozenMap;
@@ -61,6 +62,8 @@ pub struct StoredBatch<U: Update> {
     /// A block of no keys: what a lookup cursor views before its first block (see
     /// [`Batch::lookup_cursor`]).
     empty: Box<[u64]>,
+    /// Whether lookups still test the key filter.
+    filter_yield: FilterYield,
 }
 
 impl<U: Update> StoredBatch<U> {
@@ -87,6 +90,7 @@ impl<U: Update> StoredBatch<U> {
             index,
             owned: std::cell::Cell::new(owned),
             empty: empty.into_boxed_slice(),
+            filter_yield: FilterYield::default(),
         })
     }
 
@@ -111,8 +115,15 @@ impl<U: Update> StoredBatch<U> {
         &self.index
     }
 
+    /// Whether the next lookup should test its probes against the batch's key filter (see
+    /// [`FilterYield`]); one that does reports with [`Self::note_filtered`].
+    pub(crate) fn tests_filter(&self) -> bool {
+        self.filter_yield.should_test()
+    }
+
     /// Counts probes a lookup tested against the batch's filter, and those that passed.
     pub(crate) fn note_filtered(&self, tested: usize, passed: usize) {
+        self.filter_yield.note(tested, passed);
         self.storage.note_filtered(tested as u64, passed as u64);
     }
 
