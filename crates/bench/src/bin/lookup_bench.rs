@@ -232,9 +232,10 @@ fn main() {
         "One stored batch of {} keys in blocks of about {} updates. Per probe, the median of {} \
          passes: one seek per key, then batched lookups of the run; `batched / per key` below 1x \
          favours batching. `reads per block` (cold cache only): block reads over the distinct \
-         blocks the runs' probes lie in. `filter pass`: probes the key filter let through \
-         (with 0% hits, its false-positive rate; target 1/256 = 0.39%). Filter size: {} bits per \
-         key.\n\n",
+         blocks the runs' probes lie in. `filter pass`: of the probes tested against the key \
+         filter, those it let through (with 0% hits, its false-positive rate; target 1/256 = \
+         0.39%; a filter that passes nearly every probe is tested by one lookup in 16). Filter \
+         size: {} bits per key.\n\n",
         args.keys,
         StorageSettings::BLOCK_UPDATES_DEFAULT,
         args.repeats,
