@@ -430,6 +430,7 @@ fn drive(
     };
     if loaded {
         report.updates = updates_began.elapsed();
+        report.work = WorkCounts::now().since(&work_began);
     }
     progress.finish();
     // Every complete time was fed: the rest of the run computes nothing new.
@@ -454,7 +455,6 @@ fn drive(
     report.checksum = checksum;
     report.rows = rows;
     report.peak_resident = peak_resident_bytes();
-    report.work = WorkCounts::now().since(&work_began);
     Ok(Some(report))
 }
 

@@ -37,7 +37,9 @@ pub struct RunReport {
     pub storage: Option<StorageStats>,
     /// What the checkpoints did, with `--state-dir`.
     pub checkpoints: Option<CheckpointSummary>,
-    /// The work this process's operators did after the load (see `ripple_dataflow::counts`).
+    /// The work this process's operators did while the updates after the load ran (see
+    /// `ripple_dataflow::counts`). Worker 0 reads the counts when it sees the load's output
+    /// and the last step's complete; other workers may be a little ahead or behind.
     pub work: WorkCounts,
 }
 

@@ -1,13 +1,13 @@
 //! Process-wide counts of the work arrangements, spines, joins and reduces do: how many
 //! batches, merges, probes, keys and updates, not how long they took. `ripple --summary`
-//! prints them per input update, and the work accountings in docs/perf-notes.md are made of
+//! prints them per input change, and the work accountings in docs/perf-notes.md are made of
 //! them.
 //!
 //! Every worker of the process adds to the same counts, and so does every dataflow it runs:
 //! they mean something for a process running one dataflow (as `ripple` does), and only deltas
 //! ([`WorkCounts::since`]) are meaningful while another runs beside it (as tests do). Callers
-//! add once per batch, merge or activation, never per update: the counting costs a fraction
-//! of a percent of bfs's instructions (docs/perf-notes.md, section "Work accounting").
+//! add once per batch, merge or activation, never per update, so that counting stays out of
+//! the hot loops (its cost is measured in docs/perf-notes.md, section "Work accounting").
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -16,7 +16,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 pub enum Count {
     /// Updates pushed into arrangements' batchers.
     Arranged,
-    /// Batches inserted into spines (sealed by arrangements or built by reduces).
+    /// Batches inserted into spines (sealed by arrangements or built by reduces), once per
+    /// spine: a reduce's output batch that also enters an `ArrangedVariable`'s spine counts
+    /// twice, as does the work of merging it in each.
     Batches,
     /// The updates of those batches.
     BatchUpdates,
@@ -32,12 +34,13 @@ pub enum Count {
     JoinHistory,
     /// Updates joins sent on (products, consolidated per key).
     JoinOutputs,
-    /// Keys reduces visited (a key once per interval it changed in).
+    /// Keys reduces visited (a key once per interval it changed in or had deferred times
+    /// due in).
     ReduceKeys,
     /// Updates read for those visits: input and output histories (or a key's totals standing
     /// for them) and the interval's new updates.
     ReduceHistory,
-    /// Output corrections reduces produced.
+    /// Output corrections reduces produced, before each key's are consolidated.
     ReduceOutputs,
 }
 

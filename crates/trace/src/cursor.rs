@@ -289,12 +289,17 @@ impl<'a, U: Update> BatchCursor<'a, U> {
         self.enter_key();
     }
 
-    /// In a stored batch, positions the cursor at the first key `>= key` of block `block`
-    /// (which the file's index says may hold it), or at the block's end.
+    /// In a stored batch, positions the cursor at the first key `>= key` of block `block`,
+    /// whose key range must hold `key` (first `<= key <=` last, as the file's index says): the
+    /// cursor then stops inside the block, as [`Self::seek_key`] would.
     pub(crate) fn seek_in_block(&mut self, block: usize, key: Ref<'_, U::Key>) {
         debug_assert!(self.blocks.is_some(), "a stored batch's cursor");
         self.enter_block(block, 0);
         self.key = self.search_key(0, key);
+        debug_assert!(
+            self.key < self.view.keys.len(),
+            "seek_in_block past its block: the key is beyond the block's range"
+        );
         self.enter_key();
     }
 

@@ -177,7 +177,8 @@ impl FilterYield {
     /// While skipped, one lookup in this many tests.
     pub const RETEST_EVERY: u32 = 16;
     /// Counts are halved past this many tests, so that recent lookups weigh most: a filter
-    /// skipped after many passes comes back within a few hundred lookups once it rejects.
+    /// skipped after a full window of passes comes back after about `WINDOW / (2 *
+    /// REJECT_SHARE)` rejecting retests.
     const WINDOW: u32 = 1 << 12;
 
     /// Whether the next lookup should test the filter.
@@ -198,7 +199,8 @@ impl FilterYield {
             u64::from(self.rejected.get()) + tested.saturating_sub(passed) as u64;
         while tested_now > u64::from(Self::WINDOW) {
             tested_now /= 2;
-            rejected_now /= 2;
+            // Rounded up, so that halving never drifts towards skipping.
+            rejected_now = rejected_now.div_ceil(2);
         }
         // Both within the window now, which fits a u32.
         self.tested.set(tested_now as u32);

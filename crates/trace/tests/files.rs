@@ -453,8 +453,6 @@ fn partitioned_filters_find_every_key() {
         .step_by(97)
         .map(|i| format!("key{i:07}x"))
         .collect();
-    // Absent keys first: a filter that has passed every probe so far is skipped (see
-    // `FilterYield`), as the present keys below would teach it.
     assert!(found_rows(&snapshot, &absent).is_empty());
     let stats = storage.stats();
     let (tested, passed) = (stats.probes_filtered, stats.probes_passed);
@@ -476,11 +474,45 @@ fn partitioned_filters_find_every_key() {
         })
         .collect();
     assert_eq!(found, expected);
-    // Skipped or not, a filter never changes what lookups find.
-    for _ in 0..3 {
-        assert_eq!(found_rows(&snapshot, &present), expected);
-        assert!(found_rows(&snapshot, &absent).is_empty());
+}
+
+/// A filter that passes every probe is skipped by later lookups (`FilterYield`), which still
+/// find every present key and no absent one, single probes and runs alike; once retests see it
+/// reject, every lookup tests it again.
+#[test]
+fn filters_that_pass_every_probe_are_skipped_until_they_reject() {
+    let scratch = Scratch::new();
+    let keys = 20_000u64;
+    let row = |i: u64| (format!("key{i:07}"), i % 3, Product::new(0, 0), 1);
+    let storage = scratch.storage(256, 1 << 20);
+    let stored = batch_of((0..keys).map(row).collect())
+        .write_to(&storage)
+        .expect("the file is written");
+    let snapshot = TraceSnapshot::new(vec![stored]);
+    let tested = || storage.stats().probes_filtered;
+    let present: Vec<u64> = (0..keys).step_by(7).collect();
+    assert!(present.len() as u32 > 2 * ripple_trace::filter::FilterYield::SAMPLE_MIN);
+    for &i in &present {
+        assert_eq!(found_rows(&snapshot, &[row(i).0]), vec![row(i)]);
     }
+    // The first lookups test, then one in RETEST_EVERY does.
+    assert!(
+        tested() < present.len() as u64 * 2 / 3,
+        "{} tested",
+        tested()
+    );
+    let present_keys: Vec<String> = present.iter().map(|&i| row(i).0).collect();
+    let expected: Vec<Row> = present.iter().map(|&i| row(i)).collect();
+    assert_eq!(found_rows(&snapshot, &present_keys), expected);
+    let absent: Vec<String> = present.iter().map(|&i| format!("key{i:07}x")).collect();
+    let before = tested();
+    for key in &absent {
+        assert!(found_rows(&snapshot, std::slice::from_ref(key)).is_empty());
+    }
+    assert!(found_rows(&snapshot, &absent).is_empty());
+    // The retests' rejections bring the filter back for most of the absent probes.
+    let again = tested() - before;
+    assert!(again > absent.len() as u64 / 2, "{again} tested");
 }
 
 proptest! {

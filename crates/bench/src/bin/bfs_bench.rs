@@ -118,55 +118,14 @@ fn main() -> ExitCode {
         }
         specs.push(spec);
     }
-    let began = Instant::now();
-    let configurations =
-        args.computations.len() * specs.len() * args.workers.len() * args.batches.len();
-    let mut measured_so_far = 0;
+    let mut progress = Progress {
+        began: Instant::now(),
+        done: 0,
+        total: args.computations.len() * specs.len() * args.workers.len() * args.batches.len(),
+    };
     let mut all_mismatches = Vec::new();
     for &computation in &args.computations {
-        let mut results: Vec<Measured> = Vec::new();
-        let mut mismatches = Vec::new();
-        for spec in &specs {
-            let source = Arc::new(Source::Generated(*spec));
-            let graph = format!("{}/{}", short(u64::from(spec.nodes)), short(spec.edges));
-            let graph_start = results.len();
-            for &batch in &args.batches {
-                let cell = Cell {
-                    computation,
-                    source: &source,
-                    graph: &graph,
-                    batch,
-                };
-                for measured in cell.measure(&args) {
-                    measured_so_far += 1;
-                    eprintln!(
-                        "[{measured_so_far:>3}/{configurations} {:>7.1}s] {} {graph} w{} b{batch}: ripple {:.0}/s, dd {:.0}/s ({:.2}x), heap {} vs {}",
-                        began.elapsed().as_secs_f64(),
-                        computation.name(),
-                        measured.workers,
-                        measured.ripple.updates_per_second(),
-                        measured.dd.updates_per_second(),
-                        measured.ripple.updates_per_second() / measured.dd.updates_per_second().max(1e-9),
-                        bytes(measured.ripple_heap),
-                        bytes(measured.dd_heap),
-                    );
-                    if !measured.outputs_match {
-                        let (ripple, dd) = (&measured.ripple, &measured.dd);
-                        mismatches.push(format!(
-                            "{} {graph} w{} b{batch}: ripple {:016x} ({} rows) vs dd {:016x} ({} rows)",
-                            computation.name(), measured.workers, ripple.checksum.0, ripple.rows, dd.checksum.0, dd.rows
-                        ));
-                    }
-                    results.push(measured);
-                }
-            }
-            // The tables list a graph's cells by worker count, then batch size.
-            results[graph_start..].sort_by_key(|m| {
-                let workers = args.workers.iter().position(|&w| w == m.workers);
-                let batch = args.batches.iter().position(|&b| b == m.batch);
-                (workers, batch)
-            });
-        }
+        let (results, mismatches) = measure_computation(&args, computation, &specs, &mut progress);
         if let Err(error) = write_report(&args, computation, &results, &mismatches) {
             eprintln!("bfs-bench: {error}");
             return ExitCode::from(1);
@@ -181,6 +140,80 @@ fn main() -> ExitCode {
         }
         ExitCode::from(1)
     }
+}
+
+/// The cells measured so far, for the progress lines on stderr.
+struct Progress {
+    began: Instant,
+    done: usize,
+    total: usize,
+}
+
+impl Progress {
+    fn measured(&mut self, computation: Computation, graph: &str, m: &Measured) {
+        self.done += 1;
+        let (ripple, dd) = (m.ripple.updates_per_second(), m.dd.updates_per_second());
+        eprintln!(
+            "[{:>3}/{} {:>7.1}s] {} {graph} w{} b{}: ripple {ripple:.0}/s, dd {dd:.0}/s ({:.2}x), heap {} vs {}",
+            self.done,
+            self.total,
+            self.began.elapsed().as_secs_f64(),
+            computation.name(),
+            m.workers,
+            m.batch,
+            ripple / dd.max(1e-9),
+            bytes(m.ripple_heap),
+            bytes(m.dd_heap),
+        );
+    }
+}
+
+/// Measures `computation` on every graph of `specs` at every batch size and worker count:
+/// the cells in table order (by graph, then worker count, then batch size), and a line for
+/// each cell whose outputs differed.
+fn measure_computation(
+    args: &Args,
+    computation: Computation,
+    specs: &[GraphSpec],
+    progress: &mut Progress,
+) -> (Vec<Measured>, Vec<String>) {
+    let mut results: Vec<Measured> = Vec::new();
+    let mut mismatches = Vec::new();
+    for spec in specs {
+        let source = Arc::new(Source::Generated(*spec));
+        let graph = format!("{}/{}", short(u64::from(spec.nodes)), short(spec.edges));
+        let graph_start = results.len();
+        for &batch in &args.batches {
+            let cell = Cell {
+                computation,
+                source: &source,
+                graph: &graph,
+                batch,
+            };
+            for measured in cell.measure(args) {
+                progress.measured(computation, &graph, &measured);
+                if !measured.outputs_match {
+                    let (ripple, dd) = (&measured.ripple, &measured.dd);
+                    mismatches.push(format!(
+                        "{} {graph} w{} b{batch}: ripple {:016x} ({} rows) vs dd {:016x} ({} rows)",
+                        computation.name(),
+                        measured.workers,
+                        ripple.checksum.0,
+                        ripple.rows,
+                        dd.checksum.0,
+                        dd.rows
+                    ));
+                }
+                results.push(measured);
+            }
+        }
+        results[graph_start..].sort_by_key(|m| {
+            let workers = args.workers.iter().position(|&w| w == m.workers);
+            let batch = args.batches.iter().position(|&b| b == m.batch);
+            (workers, batch)
+        });
+    }
+    (results, mismatches)
 }
 
 fn engine_row(m: &Measured, engine: &str, report: &RunReport, heap: usize) -> Vec<String> {
