@@ -101,6 +101,12 @@ pub struct MergeBatcher<U: Update> {
     reported_bytes: usize,
 }
 
+/// Under a storage budget, the data the chunker's forms may follow whatever the budget (see
+/// [`MergeBatcher::held_for_forms`]): an eighth of it, a form of 2 MiB, is one chunk at the
+/// default size. With a budget of zero (every batch written out) forms fell to the least
+/// pending limit, and bfs wrote out twice the bytes of its many short chains.
+const FORMS_HELD_UNDER_BUDGET_MIN: usize = 16 << 20;
+
 impl<U: Update> Drop for MergeBatcher<U> {
     fn drop(&mut self) {
         if let Some(storage) = &self.storage {
@@ -164,7 +170,7 @@ impl<U: Update> MergeBatcher<U> {
         if cfg!(debug_assertions) {
             self.assert_not_before_lower(updates);
         }
-        self.chunker.adapt_to(self.byte_len() + self.context_bytes);
+        self.chunker.adapt_to(self.held_for_forms());
         self.chunker.push(updates, &mut self.stash);
         self.insert_ready();
     }
@@ -278,6 +284,24 @@ impl<U: Update> MergeBatcher<U> {
     /// Bytes of payload held in chains.
     pub fn byte_len(&self) -> usize {
         self.all_chains().map(Chain::byte_len).sum()
+    }
+
+    /// The bytes the chunker's pending limit follows (see [`Self::set_context_bytes`]): the
+    /// batcher's and its owner's data, but under a storage budget at most a quarter of the
+    /// budget (or [`FORMS_HELD_UNDER_BUDGET_MIN`]), so that forms stay within a thirty-second
+    /// of it. Most of the data is then on disk, while a form's pending rows and its sort's
+    /// scratch are in memory and outside the budget's count: following the data, forms on a
+    /// big graph took a large share of a small budget's peak (see docs/perf-notes.md, section
+    /// "Storage: the peak under a budget").
+    fn held_for_forms(&self) -> usize {
+        let held = self.byte_len() + self.context_bytes;
+        match &self.storage {
+            Some(storage) => {
+                let cap = storage.settings().memory_budget / 4;
+                held.min(cap.max(FORMS_HELD_UNDER_BUDGET_MIN))
+            }
+            None => held,
+        }
     }
 
     /// The ladder's chains, then the kept ones.
@@ -492,5 +516,28 @@ mod tests {
         assert!(alone >= 2, "small forms: {alone} chains before the seal");
         assert_eq!(beside, 0, "one form at the seal");
         assert_eq!((alone_ship, alone_keep), (beside_ship, beside_keep));
+    }
+
+    /// Under a storage budget the forms follow at most a quarter of it, and never less than
+    /// [`FORMS_HELD_UNDER_BUDGET_MIN`]; without one, the data held beside the batcher.
+    #[test]
+    fn forms_follow_a_budget() {
+        use ripple_storage::{SpillDir, StorageSettings};
+        let held_for_forms = |budget: Option<usize>| {
+            let mut batcher = MergeBatcher::<IntU>::new(BatcherConfig::default());
+            batcher.set_context_bytes(1 << 30);
+            let storage = budget.map(|budget| {
+                let spill = SpillDir::new_in_temp().expect("a spill directory");
+                let settings = StorageSettings::with_budget(budget);
+                Arc::new(Storage::in_spill_dir(spill, settings))
+            });
+            batcher.set_storage(storage);
+            batcher.held_for_forms()
+        };
+        assert_eq!(held_for_forms(None), 1 << 30);
+        assert_eq!(held_for_forms(Some(4 << 30)), 1 << 30);
+        assert_eq!(held_for_forms(Some(512 << 20)), 128 << 20);
+        assert_eq!(held_for_forms(Some(64 << 20)), 16 << 20);
+        assert_eq!(held_for_forms(Some(0)), FORMS_HELD_UNDER_BUDGET_MIN);
     }
 }

@@ -223,12 +223,10 @@ where
     ) where
         L: FnMut(Ref<'_, K>, &[(Ref<'_, V>, R)], &mut Vec<(V2, R2)>),
     {
-        // The keys as a column, so cursors can seek with borrowed keys.
+        // A run's keys as a column, so cursors can seek with borrowed keys (a run at a time: a
+        // column of every key would hold the interval's keys twice, and at the load of a big
+        // graph they are millions).
         let mut key_column = <K as Columnar>::Container::default();
-        for key in self.keys.iter() {
-            key_column.push(key);
-        }
-        let key_column = key_column.borrow();
         let stored =
             interval.history.has_stored() || interval.new.has_stored() || output.has_stored();
         self.deferred.begin();
@@ -255,7 +253,12 @@ where
             let mut buffers = std::mem::take(&mut self.buffers).recycle();
             let upper = interval.upper.borrow();
             let run_end = self.keys.len().min(run_start + probe_run);
-            let probes = columnar::Slice::new(run_start as u64, run_end as u64, key_column);
+            columnar::Clear::clear(&mut key_column);
+            for key in self.keys[run_start..run_end].iter() {
+                key_column.push(key);
+            }
+            let run_keys = key_column.borrow();
+            let probes = columnar::Slice::new(0, (run_end - run_start) as u64, run_keys);
             let [history, new, out] = &mut self.lookups;
             let mut hits = (
                 HitStream::start(&mut cursors.0, probes, history),
@@ -269,7 +272,7 @@ where
                     &mut buffers.due_times,
                     &mut buffers.later_times,
                 );
-                let key_ref = key_column.get(run_start + probe);
+                let key_ref = run_keys.get(probe);
                 let kept = (&totals, &mut totals_cursor);
                 let totalled = buffers.gather(probe, key, &mut hits, kept, upper);
                 read += buffers.input_history.len()
