@@ -17,12 +17,14 @@
 use ripple_updates::search::gallop;
 use ripple_updates::{Antichain, Time};
 
-/// The bytes of a block of entries: small beside a reduce's other state, large enough that
-/// moving from block to block is rare. Tiny in unit tests, so that walks cross blocks.
+/// The most bytes of a block of entries (whose count is a power of two): small beside a
+/// reduce's other state, large enough that moving from block to block is rare. Tiny in unit
+/// tests, so that walks cross blocks.
 const BLOCK_BYTES: usize = if cfg!(test) { 64 } else { 256 << 10 };
 
 /// How many emptied blocks a walk keeps for the new list to fill; any more are let go, so
-/// that a list that shrinks gives its memory back as it is rewritten.
+/// that a list that shrinks gives its memory back as it is rewritten. One is kept between
+/// walks: a list that once was long keeps up to two blocks' room.
 const SPARE_BLOCKS_MAX: usize = 4;
 
 /// The deferred `(key, time)` entries of a reduce, and the walk that rewrites them.
@@ -186,7 +188,8 @@ impl<K: Ord + Clone, T: Time> DeferredTimes<K, T> {
 }
 
 /// Appends `entry` to `list`, starting a block (an emptied one from `spare` if there is one)
-/// when the last is full. A new block grows by doubling, so a short list stays small.
+/// when the last is full. A new block grows by doubling, so a list that was never long stays
+/// small.
 fn push_entry<K, T>(list: &mut Vec<Vec<(K, T)>>, spare: &mut Vec<Vec<(K, T)>>, entry: (K, T))
 where
     K: Ord + Clone,
@@ -263,7 +266,7 @@ mod tests {
     proptest! {
         /// Walks over random keys against a set of entries: each visited key gets its due and
         /// later times, writes back its later ones and new ones, and the list after each walk
-        /// is the model's, whatever the blocks it crosses (two entries a block in unit tests).
+        /// is the model's, whatever the blocks it crosses (four entries a block here).
         #[test]
         fn walks_agree_with_a_set(rounds in proptest::collection::vec(
             (
