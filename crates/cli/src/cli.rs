@@ -162,9 +162,10 @@ pub struct RunArgs {
     #[arg(long, value_enum, default_value_t)]
     pub progress_mode: ProgressMode,
     /// Keep the arrangements of each process within SIZE of memory (e.g. `512MiB`, `2GB`, or
-    /// bytes): beyond it, batches are written to files in --spill-dir and read back through a
-    /// block cache of a quarter of SIZE; `0` writes out every merged batch. Never changes the
-    /// output. Without it, everything stays in memory.
+    /// bytes): a quarter of it is a block cache, a quarter is left to operators' working
+    /// memory, and batches beyond the other half are written to files in --spill-dir and read
+    /// back through the cache; `0` writes out every merged batch. Never changes the output.
+    /// Without it, everything stays in memory.
     #[arg(long, value_name = "SIZE", value_parser = parse_budget)]
     pub memory_budget: Option<u64>,
     /// Where --memory-budget spills: ripple makes a fresh directory inside DIR and removes it
@@ -276,6 +277,7 @@ impl RunArgs {
                 .map_err(|error| UsageError::Arguments(format!("the spill directory: {error}")))?,
         };
         let budget = usize::try_from(budget).unwrap_or(usize::MAX);
+        crate::allocator::give_back_freed_memory();
         let settings = StorageSettings::with_budget(budget);
         Ok(Some(Arc::new(Storage::in_spill_dir(spill, settings))))
     }

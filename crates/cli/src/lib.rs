@@ -8,6 +8,7 @@
 //! gathered output to an [`OutputSink`](output::OutputSink), which consolidates, sorts, writes
 //! and checksums it. [`cli`] parses arguments and maps failures to exit codes.
 
+pub mod allocator;
 pub mod changes;
 pub mod cli;
 pub mod cluster;

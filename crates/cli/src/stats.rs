@@ -237,10 +237,11 @@ impl fmt::Display for RunReport {
         if let Some(storage) = &self.storage {
             writeln!(
                 f,
-                "storage      {} written in {} files, {} read",
+                "storage      {} written in {} files, {} read; peak {} of batches in memory",
                 human_bytes(storage.bytes_written),
                 storage.files_written,
-                human_bytes(storage.bytes_read)
+                human_bytes(storage.bytes_read),
+                human_bytes(storage.batch_bytes_peak as u64)
             )?;
             let cache = &storage.cache;
             writeln!(

@@ -1,9 +1,10 @@
 //! The storage tier of a process: where its spilled files go, its block cache, its memory
 //! budget and its counters, shared by every worker (and every spine) of the process.
 //!
-//! The budget covers the in-memory batches of all spines and the block cache together: the
-//! cache gets [`StorageSettings::cache_bytes`] of it, and spines write batches out while
-//! their in-memory batches take more than the rest ([`Storage::over_budget`]).
+//! The budget is the process's: the block cache gets [`StorageSettings::cache_bytes`] of it,
+//! operators' working memory is left [`StorageSettings::working_bytes`], and spines and
+//! batchers write batches and chains out while those in memory take more than the rest
+//! ([`Storage::over_budget`]).
 //!
 //! A read that fails inside an operator cannot return an error through a cursor's
 //! `Ref`-returning calls. [`Storage::fail`] records the error, then unwinds the worker with a
@@ -20,10 +21,17 @@ use std::sync::Mutex;
 /// How a process's storage tier is set up.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct StorageSettings {
-    /// Bytes for in-memory batches and cached blocks together, per process.
+    /// Bytes of memory for the process's arrangements: in-memory batches, cached blocks and
+    /// the operators' working memory together.
     pub memory_budget: usize,
     /// The block cache's share of the budget (at most the budget).
     pub cache_bytes: usize,
+    /// The share of the budget left to what the operators hold beside batches and blocks:
+    /// batchers' forms, merges under way, an interval's keys, buffers of output. Not counted
+    /// as it comes and goes, it is set aside: batches in memory get the budget less the
+    /// cache's and this share (see docs/perf-notes.md, section "Storage: the whole process
+    /// within its budget").
+    pub working_bytes: usize,
     /// About how many updates a block of a batch file holds (blocks hold whole keys).
     pub block_updates: usize,
     /// Whether batch files carry a key filter, which batched lookups test probes against
@@ -44,11 +52,13 @@ impl StorageSettings {
     /// The default least size of a batch written out.
     pub const SPILL_MIN_BYTES_DEFAULT: usize = 64 << 10;
 
-    /// A budget of `memory_budget` bytes, a quarter of it for the cache.
+    /// A budget of `memory_budget` bytes: a quarter of it for the cache, a quarter for
+    /// working memory and half for batches.
     pub fn with_budget(memory_budget: usize) -> Self {
         Self {
             memory_budget,
             cache_bytes: memory_budget / 4,
+            working_bytes: memory_budget / 4,
             block_updates: Self::BLOCK_UPDATES_DEFAULT,
             filters: true,
             spill_min_bytes: Self::SPILL_MIN_BYTES_DEFAULT,
@@ -66,6 +76,8 @@ pub struct StorageStats {
     pub cache: CacheStats,
     /// Bytes held in memory now by the spines' batches and the batchers' chains.
     pub batch_bytes: usize,
+    /// The most bytes the spines' batches and the batchers' chains held in memory at once.
+    pub batch_bytes_peak: usize,
     /// Probes batched lookups tested against stored batches' key filters, and those that
     /// passed (present, or false positives).
     pub probes_filtered: u64,
@@ -85,6 +97,7 @@ pub struct Storage {
     cache: BlockCache,
     settings: StorageSettings,
     batch_bytes: AtomicUsize,
+    batch_bytes_peak: AtomicUsize,
     next_file: AtomicU64,
     files_written: AtomicU64,
     files_deleted: AtomicU64,
@@ -117,8 +130,12 @@ impl Storage {
         spill: Option<SpillDir>,
         settings: StorageSettings,
     ) -> Self {
+        let cache_bytes = settings.cache_bytes.min(settings.memory_budget);
         let settings = StorageSettings {
-            cache_bytes: settings.cache_bytes.min(settings.memory_budget),
+            cache_bytes,
+            working_bytes: settings
+                .working_bytes
+                .min(settings.memory_budget - cache_bytes),
             block_updates: settings.block_updates.max(1),
             ..settings
         };
@@ -128,6 +145,7 @@ impl Storage {
             cache: BlockCache::new(settings.cache_bytes),
             settings,
             batch_bytes: AtomicUsize::new(0),
+            batch_bytes_peak: AtomicUsize::new(0),
             next_file: AtomicU64::new(0),
             files_written: AtomicU64::new(0),
             files_deleted: AtomicU64::new(0),
@@ -213,8 +231,11 @@ impl Storage {
     /// `added - removed`.
     pub fn account(&self, added: usize, removed: usize) {
         if added >= removed {
-            self.batch_bytes
+            let before = self
+                .batch_bytes
                 .fetch_add(added - removed, Ordering::Relaxed);
+            self.batch_bytes_peak
+                .fetch_max(before + added - removed, Ordering::Relaxed);
         } else {
             self.batch_bytes
                 .fetch_sub(removed - added, Ordering::Relaxed);
@@ -222,9 +243,10 @@ impl Storage {
     }
 
     /// Whether the spines' in-memory batches and the batchers' chains take more than the
-    /// budget leaves them.
+    /// budget leaves them: what the cache and working memory do not take.
     pub fn over_budget(&self) -> bool {
-        let batches = self.settings.memory_budget - self.settings.cache_bytes;
+        let settings = &self.settings;
+        let batches = settings.memory_budget - settings.cache_bytes - settings.working_bytes;
         self.batch_bytes.load(Ordering::Relaxed) > batches
     }
 
@@ -237,6 +259,7 @@ impl Storage {
             bytes_read: self.bytes_read.load(Ordering::Relaxed),
             cache: self.cache.stats(),
             batch_bytes: self.batch_bytes.load(Ordering::Relaxed),
+            batch_bytes_peak: self.batch_bytes_peak.load(Ordering::Relaxed),
             probes_filtered: self.probes_filtered.load(Ordering::Relaxed),
             probes_passed: self.probes_passed.load(Ordering::Relaxed),
         }
@@ -257,5 +280,41 @@ impl Storage {
     /// The first storage error of the run, if any.
     pub fn fault(&self) -> Option<String> {
         self.fault.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tier(settings: StorageSettings) -> Storage {
+        let spill = SpillDir::new_in_temp().expect("a spill directory");
+        Storage::in_spill_dir(spill, settings)
+    }
+
+    /// Batches get what the cache and the working share leave; shares asked beyond the budget
+    /// are cut to it; the peak of the batches' bytes stays after they go.
+    #[test]
+    fn batches_get_what_cache_and_working_memory_leave() {
+        let storage = tier(StorageSettings::with_budget(400));
+        assert_eq!(storage.settings().cache_bytes, 100);
+        assert_eq!(storage.settings().working_bytes, 100);
+        storage.account(200, 0);
+        assert!(!storage.over_budget(), "half the budget is the batches'");
+        storage.account(1, 0);
+        assert!(storage.over_budget());
+        storage.account(0, 201);
+        let stats = storage.stats();
+        assert_eq!((stats.batch_bytes, stats.batch_bytes_peak), (0, 201));
+
+        let greedy = StorageSettings {
+            cache_bytes: 300,
+            working_bytes: 300,
+            ..StorageSettings::with_budget(400)
+        };
+        let storage = tier(greedy);
+        assert_eq!(storage.settings().working_bytes, 100);
+        storage.account(1, 0);
+        assert!(storage.over_budget(), "nothing is left for batches");
     }
 }

@@ -48,6 +48,7 @@ fn storage_on(store: Box<dyn FileStore>, block_updates: usize, cache_bytes: usiz
     let settings = StorageSettings {
         memory_budget: cache_bytes,
         cache_bytes,
+        working_bytes: 0,
         block_updates,
         filters: true,
         spill_min_bytes: 0,

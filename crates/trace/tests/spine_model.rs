@@ -339,7 +339,7 @@ proptest! {
         block_updates in 1usize..8,
         filters in any::<bool>(),
     ) {
-        let settings = StorageSettings { memory_budget: budget.max(cache_bytes), cache_bytes, block_updates, filters, spill_min_bytes: 0 };
+        let settings = StorageSettings { memory_budget: budget.max(cache_bytes), cache_bytes, working_bytes: 0, block_updates, filters, spill_min_bytes: 0 };
         let spill = SpillDir::new_in_temp().expect("a spill directory");
         let storage = Arc::new(Storage::in_spill_dir(spill, settings));
         let config = SpineConfig { effort, compaction_min, compaction_share: 4 };

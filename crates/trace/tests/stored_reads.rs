@@ -50,6 +50,7 @@ fn storage(budget: usize, cache_bytes: usize) -> Arc<Storage> {
     let settings = StorageSettings {
         memory_budget: budget.max(cache_bytes),
         cache_bytes,
+        working_bytes: 0,
         block_updates: 64,
         filters: true,
         spill_min_bytes: 0,

@@ -5,7 +5,8 @@
 //! repetition to the next), these engines run bfs from root 0 over the same generated change
 //! stream (`ripple bfs --nodes N --edges M --updates U --batch B`):
 //! - `memory`: ripple, everything in memory;
-//! - `budget`: ripple with `--memory-budget` (`--budget`, a quarter of it for the block cache);
+//! - `budget`: ripple with `--memory-budget` (`--budget`, a quarter of it for the block cache
+//!   and a quarter left to working memory);
 //! - `forced`: ripple writing out every merged batch, whatever its size, with no block cache
 //!   (the worst case: every read of a stored batch goes to the file);
 //! - `dd`: differential-dataflow, in memory.
@@ -209,7 +210,7 @@ fn report(args: &Args, cells: &[(String, u64, Vec<Run>)]) -> String {
     ));
     text.push_str(
         "`memory`: ripple in memory; `budget`: ripple with that memory budget (a quarter for \
-         the block cache); `forced`: every merged batch written out, no block cache; `dd`: \
+         the block cache, a quarter left to working memory); `forced`: every merged batch written out, no block cache; `dd`: \
          differential-dataflow. Ratios are of updates/s (higher is better for the first \
          engine) and of peak heap (lower is better).\n\n## Ratios\n\n",
     );

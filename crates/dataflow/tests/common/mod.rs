@@ -93,6 +93,7 @@ pub fn tiny_storage(memory_budget: usize, cache_bytes: usize) -> Arc<Storage> {
     let settings = StorageSettings {
         memory_budget: memory_budget.max(cache_bytes),
         cache_bytes,
+        working_bytes: 0,
         block_updates: 4,
         filters: true,
         spill_min_bytes: 0,
