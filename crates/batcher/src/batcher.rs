@@ -287,20 +287,20 @@ impl<U: Update> MergeBatcher<U> {
     }
 
     /// The bytes the chunker's pending limit follows (see [`Self::set_context_bytes`]): the
-    /// batcher's and its owner's data, but under a storage budget at most a quarter of the
-    /// budget or [`FORMS_HELD_UNDER_BUDGET_MIN`], whichever is more: each batcher's forms stay
-    /// within a thirty-second of a budget of 64 MiB or more (the budget is the process's, and
-    /// each of its batchers forms on its own). Most of the data is then on disk, while a
-    /// form's pending rows and its sort's scratch are in memory and outside the budget's
-    /// count: following the data, forms on a big graph took a large share of a small budget's
-    /// peak. The limit is then a large share of what the chunker is told is held, so it gives
+    /// batcher's and its owner's data, but under a storage budget at most its working share
+    /// (`StorageSettings::working_bytes`, a quarter of the budget by default) or
+    /// [`FORMS_HELD_UNDER_BUDGET_MIN`], whichever is more: each batcher's forms stay within a
+    /// thirty-second of a budget of 64 MiB or more (the budget is the process's, and each of
+    /// its batchers forms on its own). Most of the data is then on disk, while a form's
+    /// pending rows and its sort's scratch are in memory, in the working share: following the
+    /// data, forms on a big graph took a large share of a small budget's peak. The limit is then a large share of what the chunker is told is held, so it gives
     /// the pending rows back as it forms them (see `Chunker::adapt_to`), which is what a
     /// budget asks for (see docs/perf-notes.md, section "Storage: the peak under a budget").
     fn held_for_forms(&self) -> usize {
         let held = self.byte_len() + self.context_bytes;
         match &self.storage {
             Some(storage) => {
-                let cap = storage.settings().memory_budget / 4;
+                let cap = storage.settings().working_bytes;
                 held.min(cap.max(FORMS_HELD_UNDER_BUDGET_MIN))
             }
             None => held,
@@ -521,8 +521,9 @@ mod tests {
         assert_eq!((alone_ship, alone_keep), (beside_ship, beside_keep));
     }
 
-    /// Under a storage budget the forms follow at most a quarter of it, and never less than
-    /// [`FORMS_HELD_UNDER_BUDGET_MIN`]; without one, the data held beside the batcher.
+    /// Under a storage budget the forms follow at most its working share (a quarter of it by
+    /// default), and never less than [`FORMS_HELD_UNDER_BUDGET_MIN`]; without one, the data
+    /// held beside the batcher.
     #[test]
     fn forms_follow_a_budget() {
         use ripple_storage::{SpillDir, StorageSettings};

@@ -277,7 +277,6 @@ impl RunArgs {
                 .map_err(|error| UsageError::Arguments(format!("the spill directory: {error}")))?,
         };
         let budget = usize::try_from(budget).unwrap_or(usize::MAX);
-        crate::allocator::give_back_freed_memory();
         let settings = StorageSettings::with_budget(budget);
         Ok(Some(Arc::new(Storage::in_spill_dir(spill, settings))))
     }

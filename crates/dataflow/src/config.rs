@@ -64,7 +64,7 @@ pub struct RippleConfig {
     /// computations meet the precondition, turn it on.
     pub lockstep_iterations: bool,
     /// The process's storage tier: with one, arrangements write batches out to files when
-    /// the process's in-memory batches exceed its memory budget (see
+    /// the process's in-memory batches exceed their share of its memory budget (see
     /// `ripple_trace::Spine::with_storage`). `None`, the default, keeps everything in memory.
     /// Every worker of a process shares the one tier.
     pub storage: Option<Arc<Storage>>,

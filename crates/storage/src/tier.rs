@@ -29,8 +29,8 @@ pub struct StorageSettings {
     /// The share of the budget left to what the operators hold beside batches and blocks:
     /// batchers' forms, merges under way, an interval's keys, buffers of output. Not counted
     /// as it comes and goes, it is set aside: batches in memory get the budget less the
-    /// cache's and this share (see docs/perf-notes.md, section "Storage: the whole process
-    /// within its budget").
+    /// cache's and this share. At most the budget less the cache's share (see
+    /// docs/perf-notes.md, section "Storage: the whole process within its budget").
     pub working_bytes: usize,
     /// About how many updates a block of a batch file holds (blocks hold whole keys).
     pub block_updates: usize,
@@ -235,7 +235,7 @@ impl Storage {
                 .batch_bytes
                 .fetch_add(added - removed, Ordering::Relaxed);
             self.batch_bytes_peak
-                .fetch_max(before + added - removed, Ordering::Relaxed);
+                .fetch_max(before + (added - removed), Ordering::Relaxed);
         } else {
             self.batch_bytes
                 .fetch_sub(removed - added, Ordering::Relaxed);
