@@ -61,8 +61,9 @@ impl<K: Ord + Clone, T: Time> DeferredTimes<K, T> {
         1 << fitting.ilog2()
     }
 
-    /// Every entry not yet read, in order (outside walks, every entry).
-    fn entries(&self) -> impl Iterator<Item = &(K, T)> {
+    /// Every entry not yet read, in order: outside walks, every entry; during a walk, those
+    /// of the keys after the last one it took.
+    pub(super) fn unread(&self) -> impl Iterator<Item = &(K, T)> {
         let unread = self
             .current
             .get(self.front)
@@ -74,8 +75,9 @@ impl<K: Ord + Clone, T: Time> DeferredTimes<K, T> {
 
     /// The keys of the entries inside the interval ending at `upper` (in order, repeated for
     /// each of their due times).
-    pub(super) fn due_keys<'s>(&'s self, upper: &'s Antichain<T>) -> impl Iterator<Item = K> + 's {
-        self.entries()
+    #[cfg(test)]
+    fn due_keys<'s>(&'s self, upper: &'s Antichain<T>) -> impl Iterator<Item = K> + 's {
+        self.unread()
             .filter(|(_, time)| !upper.less_equal(time))
             .map(|(key, _)| key.clone())
     }
@@ -169,7 +171,7 @@ impl<K: Ord + Clone, T: Time> DeferredTimes<K, T> {
     /// The least deferred times: the times the operator must keep capabilities for.
     pub(super) fn pending(&self) -> Antichain<T> {
         let mut pending = Antichain::new();
-        for (_, time) in self.entries() {
+        for (_, time) in self.unread() {
             pending.insert(time.clone());
         }
         pending
@@ -258,7 +260,7 @@ mod tests {
         deferred.defer(&5, &mut later, carried);
         deferred.finish(&upper);
         assert_eq!(
-            deferred.entries().cloned().collect::<Vec<_>>(),
+            deferred.unread().cloned().collect::<Vec<_>>(),
             vec![(1, time(2, 1)), (1, time(3, 0)), (5, time(2, 1))]
         );
     }
@@ -302,7 +304,7 @@ mod tests {
                     deferred.defer(key, &mut later, carried);
                 }
                 deferred.finish(&upper);
-                let entries: Vec<(u64, u64)> = deferred.entries().cloned().collect();
+                let entries: Vec<(u64, u64)> = deferred.unread().cloned().collect();
                 prop_assert_eq!(entries, model.iter().cloned().collect::<Vec<_>>());
                 prop_assert!(deferred.current.iter().all(|block| !block.is_empty()));
             }

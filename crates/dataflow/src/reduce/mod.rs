@@ -5,7 +5,8 @@
 //! input trace not beyond the input frontier, or the upper of the last input batch received if
 //! that is further, and for an arrangement of the same dataflow the trace's own upper (see
 //! `ReduceState::next_interval` in `shell.rs`). The keys to visit are those of the batches
-//! received for the interval and those with deferred times now inside it, looked up in sorted
+//! received for the interval and those with deferred times now inside it, read from both a
+//! window at a time in key order (`keys.rs`: never all of them at once) and looked up in sorted
 //! runs (one batched lookup per trace and run, read in step key by key). For each key the
 //! input history through `lower`, its new updates in `[lower, upper)` (kept apart: they seed
 //! the times to examine only while they do not cancel out) and the output history (from the
@@ -44,6 +45,7 @@
 mod chain_sweep;
 mod deferred;
 mod key;
+mod keys;
 mod replay;
 mod segmented_sweep;
 mod shell;

@@ -2,12 +2,14 @@
 //!
 //! The timely closure only hands received batches to [`ReduceState::receive`] and calls
 //! [`ReduceState::activate`], which finds the interval of times now complete
-//! ([`ReduceState::next_interval`]), chooses the keys to visit ([`ReduceState::take_keys`]),
-//! visits them in sorted runs ([`ReduceState::visit_keys`]) and seals the interval's output
-//! batch ([`ReduceState::seal`]).
+//! ([`ReduceState::next_interval`]), takes the batches whose keys it visits
+//! ([`ReduceState::take_batches`]), visits their keys and those with deferred times in sorted
+//! runs ([`ReduceState::visit_keys`]) and seals the interval's output batch
+//! ([`ReduceState::seal`]).
 
 use super::deferred::DeferredTimes;
 use super::key::{reduce_key, KeyScratch};
+use super::keys::KeySources;
 use super::totals::{Cover, KeyTotal, Totals, TotalsCursor};
 use super::visit::{Hooks, Visit};
 use crate::arrange::TraceAgent;
@@ -65,7 +67,9 @@ pub(super) struct ReduceState<K: Data, V: Data, T: Time, R: Semigroup, V2: Data,
     /// Capabilities for the deferred times.
     held: HeldCapabilities<T>,
     deferred: DeferredTimes<K, T>,
-    /// The keys to visit in an activation, sorted and distinct.
+    /// The batches whose keys an activation visits.
+    sources: KeySources<K, V, T, R>,
+    /// A window of the keys to visit, sorted and distinct.
     keys: Vec<K>,
     corrections: Corrections<K, V2, T, R2>,
     lookups: [LookupScratch; 3],
@@ -103,6 +107,7 @@ where
             queued: Vec::new(),
             held: HeldCapabilities::default(),
             deferred: DeferredTimes::default(),
+            sources: KeySources::default(),
             keys: Vec::new(),
             corrections: Corrections::default(),
             lookups: Default::default(),
@@ -132,7 +137,7 @@ where
         let Some(mut interval) = self.next_interval(frontier) else {
             return;
         };
-        let capabilities = self.take_keys(&interval.upper);
+        let capabilities = self.take_batches(&interval.upper);
         let mut output = self.output_trace.snapshot();
         self.visit_keys(&mut interval, &mut output, logic);
         drop(output);
@@ -186,13 +191,12 @@ where
         })
     }
 
-    /// Chooses the keys to visit: those of the batches received for the interval, and those
-    /// with deferred times now inside it. Returns the capabilities the interval may use: the
+    /// Takes the batches received for the interval, whose keys it visits (with those that
+    /// have deferred times inside it). Returns the capabilities the interval may use: the
     /// held ones and those of the batches taken.
-    fn take_keys(&mut self, upper: &Antichain<T>) -> HeldCapabilities<T> {
+    fn take_batches(&mut self, upper: &Antichain<T>) -> HeldCapabilities<T> {
         let mut capabilities = std::mem::take(&mut self.held);
-        self.keys.clear();
-        let keys = &mut self.keys;
+        let sources = &mut self.sources;
         self.queued.retain(|(batch, caps)| {
             if !PartialOrder::less_equal(&batch.description().upper, upper) {
                 return true;
@@ -200,16 +204,14 @@ where
             for capability in caps.iter() {
                 capabilities.insert(capability.clone());
             }
-            batch.for_each_key(|key| keys.push(K::into_owned(key)));
+            sources.push(batch.clone());
             false
         });
-        Extend::extend(&mut self.keys, self.deferred.due_keys(upper));
-        self.keys.sort_unstable();
-        self.keys.dedup();
         capabilities
     }
 
-    /// Visits the keys in runs of `probe_run`: one batched lookup per trace and run (each
+    /// Visits the keys a window at a time (see `super::keys`), each window in runs of
+    /// `probe_run`: one batched lookup per trace and run (each
     /// batch walked once, the cursors not re-merged after every seek), the hits read back key
     /// by key, so only one key's histories are held at a time; a key whose totals cover its
     /// new times takes them instead of its histories (see `super::totals`). Each key's
@@ -223,9 +225,7 @@ where
     ) where
         L: FnMut(Ref<'_, K>, &[(Ref<'_, V>, R)], &mut Vec<(V2, R2)>),
     {
-        // A run's keys as a column, so cursors can seek with borrowed keys (a run at a time: a
-        // column of every key would hold the interval's keys twice, and at the load of a big
-        // graph they are millions).
+        // A run's keys as a column, so cursors can seek with borrowed keys.
         let mut key_column = <K as Columnar>::Container::default();
         let stored =
             interval.history.has_stored() || interval.new.has_stored() || output.has_stored();
@@ -235,66 +235,72 @@ where
         next_totals.restart(&interval.upper);
         let mut totals_cursor = totals.cursor(&self.lower);
         let probe_run = self.settings.probe_run.max(1);
-        let (mut read, mut produced) = (0, 0);
-        for run_start in (0..self.keys.len()).step_by(probe_run) {
-            if stored {
-                // Keys are visited in order: the blocks earlier runs pinned are done with
-                // (read again through the cache if needed), so pins never hold more than a
-                // run's blocks, however many keys the interval has.
-                interval.history.unpin_all();
-                interval.new.unpin_all();
-                output.unpin_all();
-            }
-            let mut cursors = (
-                interval.history.lookup_cursor(),
-                interval.new.lookup_cursor(),
-                output.lookup_cursor(),
-            );
-            let mut buffers = std::mem::take(&mut self.buffers).recycle();
-            let upper = interval.upper.borrow();
-            let run_end = self.keys.len().min(run_start + probe_run);
-            columnar::Clear::clear(&mut key_column);
-            for key in self.keys[run_start..run_end].iter() {
-                key_column.push(key);
-            }
-            let run_keys = key_column.borrow();
-            let probes = columnar::Slice::new(0, (run_end - run_start) as u64, run_keys);
-            let [history, new, out] = &mut self.lookups;
-            let mut hits = (
-                HitStream::start(&mut cursors.0, probes, history),
-                HitStream::start(&mut cursors.1, probes, new),
-                HitStream::start(&mut cursors.2, probes, out),
-            );
-            for (probe, key) in self.keys[run_start..run_end].iter().enumerate() {
-                let carried = self.deferred.take_key(
-                    key,
-                    &interval.upper,
-                    &mut buffers.due_times,
-                    &mut buffers.later_times,
-                );
-                let key_ref = run_keys.get(probe);
-                let kept = (&totals, &mut totals_cursor);
-                let totalled = buffers.gather(probe, key, &mut hits, kept, upper);
-                read += buffers.input_history.len()
-                    + buffers.new_updates.len()
-                    + buffers.output_history.len();
-                buffers.visit(key_ref, upper, logic, &mut self.corrections);
-                produced += self.corrections.key.len();
-                if totalled {
-                    let corrections = &self.corrections.key;
-                    let logic = |input: &_, output: &mut _| logic(key_ref, input, output);
-                    buffers.total.finish(corrections, logic);
-                    next_totals.push(key, &buffers.total);
+        let (mut visited, mut read, mut produced) = (0, 0, 0);
+        let mut sources = std::mem::take(&mut self.sources);
+        while sources.next_window(&self.deferred, &interval.upper, probe_run, &mut self.keys) {
+            visited += self.keys.len();
+            for run_start in (0..self.keys.len()).step_by(probe_run) {
+                if stored {
+                    // Keys are visited in order: the blocks earlier runs pinned are done with
+                    // (read again through the cache if needed), so pins never hold more than a
+                    // run's blocks, however many keys the interval has.
+                    interval.history.unpin_all();
+                    interval.new.unpin_all();
+                    output.unpin_all();
                 }
-                self.deferred.defer(key, &mut buffers.later_times, carried);
-                self.corrections.finish_key(key);
+                let mut cursors = (
+                    interval.history.lookup_cursor(),
+                    interval.new.lookup_cursor(),
+                    output.lookup_cursor(),
+                );
+                let mut buffers = std::mem::take(&mut self.buffers).recycle();
+                let upper = interval.upper.borrow();
+                let run_end = self.keys.len().min(run_start + probe_run);
+                columnar::Clear::clear(&mut key_column);
+                for key in self.keys[run_start..run_end].iter() {
+                    key_column.push(key);
+                }
+                let run_keys = key_column.borrow();
+                let probes = columnar::Slice::new(0, (run_end - run_start) as u64, run_keys);
+                let [history, new, out] = &mut self.lookups;
+                let mut hits = (
+                    HitStream::start(&mut cursors.0, probes, history),
+                    HitStream::start(&mut cursors.1, probes, new),
+                    HitStream::start(&mut cursors.2, probes, out),
+                );
+                for (probe, key) in self.keys[run_start..run_end].iter().enumerate() {
+                    let carried = self.deferred.take_key(
+                        key,
+                        &interval.upper,
+                        &mut buffers.due_times,
+                        &mut buffers.later_times,
+                    );
+                    let key_ref = run_keys.get(probe);
+                    let kept = (&totals, &mut totals_cursor);
+                    let totalled = buffers.gather(probe, key, &mut hits, kept, upper);
+                    read += buffers.input_history.len()
+                        + buffers.new_updates.len()
+                        + buffers.output_history.len();
+                    buffers.visit(key_ref, upper, logic, &mut self.corrections);
+                    produced += self.corrections.key.len();
+                    if totalled {
+                        let corrections = &self.corrections.key;
+                        let logic = |input: &_, output: &mut _| logic(key_ref, input, output);
+                        buffers.total.finish(corrections, logic);
+                        next_totals.push(key, &buffers.total);
+                    }
+                    self.deferred.defer(key, &mut buffers.later_times, carried);
+                    self.corrections.finish_key(key);
+                }
+                self.buffers = buffers.recycle();
             }
-            self.buffers = buffers.recycle();
         }
+        sources.clear();
+        self.sources = sources;
         self.totals = next_totals;
         self.next_totals = totals;
         self.deferred.finish(&interval.upper);
-        counts::add(Count::ReduceKeys, self.keys.len());
+        counts::add(Count::ReduceKeys, visited);
         counts::add(Count::ReduceHistory, read);
         counts::add(Count::ReduceOutputs, produced);
     }
