@@ -27,9 +27,9 @@ pub struct StorageSettings {
     /// The block cache's share of the budget (at most the budget).
     pub cache_bytes: usize,
     /// The share of the budget left to what the operators hold beside batches and blocks:
-    /// batchers' forms, merges under way, an interval's keys, buffers of output. Not counted
-    /// as it comes and goes, it is set aside: batches in memory get the budget less the
-    /// cache's and this share. At most the budget less the cache's share (see
+    /// batchers' forms, merges under way, a window of an interval's keys, buffers of output.
+    /// Not counted as it comes and goes, it is set aside: batches in memory get the budget
+    /// less the cache's and this share. At most the budget less the cache's share (see
     /// docs/perf-notes.md, section "Storage: the whole process within its budget").
     pub working_bytes: usize,
     /// About how many updates a block of a batch file holds (blocks hold whole keys).

@@ -138,20 +138,6 @@ impl<U: Update> Batch<U> {
             .map_or(0, |(stored, _)| stored.block_holding(key))
     }
 
-    /// Calls `visit` on every key, in order, with at most one block of a stored batch pinned
-    /// at a time (see [`Batch::for_each_key_run`]).
-    pub fn for_each_key(&self, mut visit: impl FnMut(columnar::Ref<'_, U::Key>)) {
-        self.for_each_key_run(|cursor, keys| {
-            for index in 0..keys {
-                visit(cursor.key());
-                // Not past the run's last key: that would read (and pin) the next block.
-                if index + 1 < keys {
-                    cursor.step_key();
-                }
-            }
-        });
-    }
-
     /// Calls `visit` with a cursor at the first key of each run of keys and the number of
     /// keys in the run, in order: a run per block of a stored batch, read through a handle of
     /// its own that is dropped after the run, so a reader of a batch of any size pins at most

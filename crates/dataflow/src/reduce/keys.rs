@@ -8,8 +8,9 @@
 //! reads the keys a window at a time: at most `run` keys from each batch and `run` distinct
 //! keys from the deferred times, of which the window keeps those up to the least key at which
 //! a source stopped short (its *bound*). The window's keys are then all the keys up to the
-//! bound, so every source's keys and entries are read once, and a window holds at most
-//! `run` keys for each source and one more `run`.
+//! bound, so every key is visited once (keys a batch gave beyond the bound are read again for
+//! the next window), and a window holds at most `run` keys per batch and `run` for the
+//! deferred times.
 
 use super::deferred::DeferredTimes;
 use ripple_trace::Batch;
@@ -62,8 +63,8 @@ impl<K: Data, V: Data, T: Time, R: Semigroup> KeySources<K, V, T, R> {
         for (batch, next) in &self.batches {
             let end = batch.key_count().min(*next + run);
             if *next < end {
-                // A handle of its own, dropped with the window: a stored batch's blocks read
-                // here are pinned no longer.
+                // A handle of its own, dropped once the batch's keys are read: a stored
+                // batch's blocks read here are pinned no longer.
                 let handle = batch.clone();
                 let mut cursor = handle.cursor_at(*next);
                 keys.push(K::into_owned(cursor.key()));

@@ -28,6 +28,13 @@ use timely::dataflow::operators::CapabilitySet;
 /// gathering buffer kept between activations stays small.
 const PRODUCED_FLUSH: usize = 1 << 16;
 
+/// Keys are read from each source in windows of this many probe runs: a window ends with a
+/// partial run, and each window costs a cursor per batch, so one run a window made bfs's load
+/// of a big graph a few percent slower than collecting every key at once; a window of a few
+/// dozen thousand keys is still small beside the millions of a big load (see
+/// docs/perf-notes.md, section "Storage: the whole process within its budget").
+const WINDOW_RUNS: usize = 16;
+
 /// How a reduce operator runs, fixed when it is built.
 pub(super) struct ReduceSettings {
     /// Hold the meet of the pending times rather than each of them (lockstep iterations with
@@ -237,7 +244,8 @@ where
         let probe_run = self.settings.probe_run.max(1);
         let (mut visited, mut read, mut produced) = (0, 0, 0);
         let mut sources = std::mem::take(&mut self.sources);
-        while sources.next_window(&self.deferred, &interval.upper, probe_run, &mut self.keys) {
+        let window = probe_run.saturating_mul(WINDOW_RUNS);
+        while sources.next_window(&self.deferred, &interval.upper, window, &mut self.keys) {
             visited += self.keys.len();
             for run_start in (0..self.keys.len()).step_by(probe_run) {
                 if stored {
