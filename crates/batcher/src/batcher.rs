@@ -293,9 +293,10 @@ impl<U: Update> MergeBatcher<U> {
     /// thirty-second of a budget of 64 MiB or more (the budget is the process's, and each of
     /// its batchers forms on its own). Most of the data is then on disk, while a form's
     /// pending rows and its sort's scratch are in memory, in the working share: following the
-    /// data, forms on a big graph took a large share of a small budget's peak. The limit is then a large share of what the chunker is told is held, so it gives
-    /// the pending rows back as it forms them (see `Chunker::adapt_to`), which is what a
-    /// budget asks for (see docs/perf-notes.md, section "Storage: the peak under a budget").
+    /// data, forms on a big graph took a large share of a small budget's peak. The limit is
+    /// then a large share of what the chunker is told is held, so it gives the pending rows
+    /// back as it forms them (see `Chunker::adapt_to`), which is what a budget asks for (see
+    /// docs/perf-notes.md, section "Storage: the peak under a budget").
     fn held_for_forms(&self) -> usize {
         let held = self.byte_len() + self.context_bytes;
         match &self.storage {

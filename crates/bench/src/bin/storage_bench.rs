@@ -210,9 +210,10 @@ fn report(args: &Args, cells: &[(String, u64, Vec<Run>)]) -> String {
     ));
     text.push_str(
         "`memory`: ripple in memory; `budget`: ripple with that memory budget (a quarter for \
-         the block cache, a quarter left to working memory); `forced`: every merged batch written out, no block cache; `dd`: \
-         differential-dataflow. Ratios are of updates/s (higher is better for the first \
-         engine) and of peak heap (lower is better).\n\n## Ratios\n\n",
+         the block cache, a quarter left to working memory); `forced`: every merged batch \
+         written out, no block cache; `dd`: differential-dataflow. Ratios are of updates/s \
+         (higher is better for the first engine) and of peak heap (lower is better).\n\n\
+         ## Ratios\n\n",
     );
     let find = |runs: &'_ [Run], name: &str| -> Option<usize> {
         args.engines
