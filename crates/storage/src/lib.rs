@@ -7,6 +7,7 @@
 //!   object store could serve the same calls.
 //! - [`cache`]: [`BlockCache`], blocks in memory within a byte budget, handed out as
 //!   reference-counted [`Block`]s that readers pin while they point into them.
+//! - [`held`]: [`HeldBytes`], an operator's report of what it keeps in memory beside batches.
 //! - [`spill`]: [`SpillDir`], a run's own directory, removed when the run ends.
 //! - [`tier`]: [`Storage`], one per process: the store, the cache, the budget that decides
 //!   when spines write batches out, the counters, and the first error of the run.
@@ -14,12 +15,14 @@
 
 pub mod cache;
 pub mod error;
+pub mod held;
 pub mod spill;
 pub mod store;
 pub mod tier;
 
 pub use cache::{Block, BlockCache, BlockKey, CacheStats};
 pub use error::StorageError;
+pub use held::HeldBytes;
 pub use spill::SpillDir;
 pub use store::{FileReader, FileStore, FileWriter, LocalDir};
 pub use tier::{Storage, StorageFault, StorageSettings, StorageStats};

@@ -78,6 +78,9 @@ pub struct StorageStats {
     pub batch_bytes: usize,
     /// The most bytes the spines' batches and the batchers' chains held in memory at once.
     pub batch_bytes_peak: usize,
+    /// Bytes operators hold now beside batches, counted against the batches' share (see
+    /// [`Storage::hold`]).
+    pub held_bytes: usize,
     /// Probes batched lookups tested against stored batches' key filters, and those that
     /// passed (present, or false positives).
     pub probes_filtered: u64,
@@ -98,6 +101,8 @@ pub struct Storage {
     settings: StorageSettings,
     batch_bytes: AtomicUsize,
     batch_bytes_peak: AtomicUsize,
+    /// See [`Storage::hold`].
+    held_bytes: AtomicUsize,
     next_file: AtomicU64,
     files_written: AtomicU64,
     files_deleted: AtomicU64,
@@ -146,6 +151,7 @@ impl Storage {
             settings,
             batch_bytes: AtomicUsize::new(0),
             batch_bytes_peak: AtomicUsize::new(0),
+            held_bytes: AtomicUsize::new(0),
             next_file: AtomicU64::new(0),
             files_written: AtomicU64::new(0),
             files_deleted: AtomicU64::new(0),
@@ -242,12 +248,34 @@ impl Storage {
         }
     }
 
-    /// Whether the spines' in-memory batches and the batchers' chains take more than the
-    /// budget leaves them: what the cache and working memory do not take.
+    /// Changes by `added - removed` the bytes operators keep in memory that no spine can write
+    /// out and that grow with the data (a reduce's deferred times; see [`crate::HeldBytes`]). They
+    /// take their room from the batches' share: batches are written out to make it.
+    pub fn hold(&self, added: usize, removed: usize) {
+        if added >= removed {
+            self.held_bytes
+                .fetch_add(added - removed, Ordering::Relaxed);
+        } else {
+            self.held_bytes
+                .fetch_sub(removed - added, Ordering::Relaxed);
+        }
+    }
+
+    /// Whether the spines' in-memory batches and the batchers' chains, with what operators
+    /// hold (see [`Storage::hold`]), take more than the budget leaves them: what the cache and
+    /// working memory do not take.
     pub fn over_budget(&self) -> bool {
+        !self.has_room(0)
+    }
+
+    /// Whether `bytes` more of batches would stay within what the budget leaves them (see
+    /// [`Storage::over_budget`]).
+    pub fn has_room(&self, bytes: usize) -> bool {
         let settings = &self.settings;
         let batches = settings.memory_budget - settings.cache_bytes - settings.working_bytes;
-        self.batch_bytes.load(Ordering::Relaxed) > batches
+        let held =
+            self.batch_bytes.load(Ordering::Relaxed) + self.held_bytes.load(Ordering::Relaxed);
+        held.saturating_add(bytes) <= batches
     }
 
     /// The counters now.
@@ -260,6 +288,7 @@ impl Storage {
             cache: self.cache.stats(),
             batch_bytes: self.batch_bytes.load(Ordering::Relaxed),
             batch_bytes_peak: self.batch_bytes_peak.load(Ordering::Relaxed),
+            held_bytes: self.held_bytes.load(Ordering::Relaxed),
             probes_filtered: self.probes_filtered.load(Ordering::Relaxed),
             probes_passed: self.probes_passed.load(Ordering::Relaxed),
         }

@@ -170,9 +170,10 @@ impl<U: Update> Builders<U> {
 
     /// Starts merging `older` with `newer`: in memory, or to a file of `storage` block by
     /// block when either is stored (their union would be written out anyway, and building it
-    /// in memory would hold all of it) or when the process is over its budget and the inputs
-    /// weigh at least `spill_min_bytes` (a builder reserves room for the union of its inputs:
-    /// merges in memory held their inputs twice over the budget).
+    /// in memory would hold all of it) or when the inputs weigh at least `spill_min_bytes`
+    /// and the batches' share of the budget has no room for their union beside them (a
+    /// builder reserves room for the union of its inputs, which stay until it is done: merges
+    /// in memory held their inputs twice over the budget).
     fn start(
         &mut self,
         older: Batch<U>,
@@ -181,8 +182,9 @@ impl<U: Update> Builders<U> {
         storage: Option<&Arc<Storage>>,
     ) -> Merge<U> {
         if let Some(storage) = storage {
-            let big = older.heap_bytes() + newer.heap_bytes() >= storage.settings().spill_min_bytes;
-            if older.is_stored() || newer.is_stored() || (big && storage.over_budget()) {
+            let union = older.heap_bytes() + newer.heap_bytes();
+            let big = union >= storage.settings().spill_min_bytes;
+            if older.is_stored() || newer.is_stored() || (big && !storage.has_room(union)) {
                 return Merge::to_file(older, newer, since, storage);
             }
         }

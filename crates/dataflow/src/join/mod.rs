@@ -20,7 +20,7 @@ use crate::config::RippleConfig;
 use crate::exchange::ExchangeData;
 use columnar::Ref;
 use ripple_updates::{Abelian, Data, Multiply, Semigroup, Time};
-use shell::JoinState;
+use shell::{fuel_per_activation, JoinState};
 use timely::dataflow::channels::pact::Pipeline;
 use timely::dataflow::operators::generic::Operator;
 
@@ -65,11 +65,13 @@ where
     {
         type R3<A, B> = <A as Multiply<B>>::Output;
         let scope = self.stream.scope();
-        let probe_run = RippleConfig::of(scope.worker()).probe_run;
+        let config = RippleConfig::of(scope.worker());
+        let fuel = fuel_per_activation::<D, T, R3<R1, R2>>(config.storage.as_deref());
         let mut state = JoinState::new(
             self.trace.handle.clone(),
             other.trace.handle.clone(),
-            probe_run,
+            config.probe_run,
+            fuel,
         );
         let inner = self
             .stream
@@ -230,5 +232,62 @@ where
         R: Multiply<Output = R> + Abelian,
     {
         self.clone().concat(self.semijoin(keys).negate())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::shell::fuel_per_activation;
+    use crate::{Captured, InputSession, RippleConfig};
+    use ripple_storage::{SpillDir, Storage, StorageSettings};
+    use std::sync::Arc;
+
+    type Row = ((u64, u64, u64), u64, i64);
+
+    /// The join of 300 values by 300 on one key, with `storage` installed.
+    fn join_all_pairs(storage: Option<Arc<Storage>>) -> Vec<Row> {
+        let captured = Captured::new();
+        let sink = captured.clone();
+        let mut config = timely::Config::thread();
+        RippleConfig {
+            storage,
+            ..RippleConfig::default()
+        }
+        .install(&mut config.worker);
+        let guards = timely::execute(config, move |worker| {
+            let mut left = InputSession::<u64, (u64, u64)>::new();
+            let mut right = InputSession::<u64, (u64, u64)>::new();
+            worker.dataflow(|scope| {
+                let left = left.to_collection(scope).arrange_by_key();
+                let right = right.to_collection(scope).arrange_by_key();
+                left.join_core(right, |key, a, b| (*key, *a, *b))
+                    .capture_into(&sink)
+            });
+            for value in 0..300 {
+                left.insert((7, value));
+                right.insert((7, value));
+            }
+        })
+        .expect("timely starts");
+        for result in guards.join() {
+            result.expect("worker completes");
+        }
+        captured.consolidated()
+    }
+
+    /// Under a small budget a join's fuel runs out part way through its output: the
+    /// activations that follow give the rest, every pair once, as in memory.
+    #[test]
+    fn a_join_out_of_fuel_resumes_where_it_stopped() {
+        let spill = SpillDir::new_in_temp().expect("a spill directory");
+        let storage = Storage::in_spill_dir(spill, StorageSettings::with_budget(1 << 20));
+        let fuel = fuel_per_activation::<(u64, u64, u64), u64, i64>(Some(&storage));
+        assert!(fuel < 300 * 300, "the join yields at least once");
+        let in_memory = join_all_pairs(None);
+        assert_eq!(in_memory.len(), 300 * 300);
+        assert!(in_memory
+            .iter()
+            .all(|&(_, time, diff)| time == 0 && diff == 1));
+        assert_eq!(join_all_pairs(Some(Arc::new(storage))), in_memory);
     }
 }

@@ -8,14 +8,33 @@ use super::work::JoinWork;
 use crate::collection::Output;
 use crate::container::{UpdateContainer, SEND_UPDATES};
 use columnar::Ref;
+use ripple_storage::Storage;
 use ripple_trace::{Batch, LookupScratch, TraceHandle, TraceSnapshot};
 use ripple_updates::{Antichain, AntichainRef, Data, Multiply, PartialOrder, Semigroup, Time};
 use std::collections::VecDeque;
 use timely::dataflow::operators::generic::OutputBuilderSession;
 use timely::dataflow::operators::CapabilitySet;
 
-/// Output updates produced per activation before the join yields.
+/// Output updates produced per activation before the join yields, in memory.
 const FUEL_PER_ACTIVATION: usize = 1 << 20;
+
+/// The least fuel under a storage budget: activations' fixed costs stay small beside it.
+const FUEL_UNDER_BUDGET_MIN: usize = 16 * SEND_UPDATES;
+
+/// Output updates an activation produces before the join yields. All of an activation's output
+/// waits in timely's channel until the next operator takes it, so under a storage budget the
+/// fuel is what fills an eighth of the working share (`StorageSettings::working_bytes`) at
+/// the output's width in memory, at least [`FUEL_UNDER_BUDGET_MIN`] and at most
+/// [`FUEL_PER_ACTIVATION`]: with a million updates of output, a join's output was the largest
+/// item of a small budget's peak (docs/perf-notes.md, section "Storage: a small budget's peak").
+pub(super) fn fuel_per_activation<D, T, R>(storage: Option<&Storage>) -> usize {
+    let Some(storage) = storage else {
+        return FUEL_PER_ACTIVATION;
+    };
+    let width = std::mem::size_of::<D>() + std::mem::size_of::<T>() + std::mem::size_of::<R>();
+    let fuel = storage.settings().working_bytes / 8 / width.max(1);
+    fuel.clamp(FUEL_UNDER_BUDGET_MIN, FUEL_PER_ACTIVATION)
+}
 
 /// A received batch still to join, with the capabilities it arrived under.
 type Queued<K, VB, VT, T, RB, RT> = (CapabilitySet<T>, JoinWork<K, VB, VT, T, RB, RT>);
@@ -161,6 +180,8 @@ pub(super) struct JoinState<K: Data, V1: Data, V2: Data, T: Time, R1: Semigroup,
     scratch: LookupScratch,
     /// Keys per batched lookup.
     probe_run: usize,
+    /// Output updates per activation (see [`fuel_per_activation`]).
+    fuel: usize,
 }
 
 impl<K, V1, V2, T, R1, R2> JoinState<K, V1, V2, T, R1, R2>
@@ -177,12 +198,14 @@ where
         trace1: TraceHandle<(K, V1, T, R1)>,
         trace2: TraceHandle<(K, V2, T, R2)>,
         probe_run: usize,
+        fuel: usize,
     ) -> Self {
         Self {
             side1: JoinSide::new(trace1),
             side2: JoinSide::new(trace2),
             scratch: LookupScratch::default(),
             probe_run,
+            fuel,
         }
     }
 
@@ -212,7 +235,7 @@ where
         output: &mut OutputBuilderSession<'_, T, Output<D, T, <R1 as Multiply<R2>>::Output>>,
         logic: &mut impl FnMut(Ref<'_, K>, Ref<'_, V1>, Ref<'_, V2>) -> D,
     ) -> bool {
-        let mut fuel = FUEL_PER_ACTIVATION;
+        let mut fuel = self.fuel;
         let (probe_run, scratch) = (self.probe_run, &mut self.scratch);
         self.side1.drain(
             &mut fuel,

@@ -177,6 +177,14 @@ impl<K: Ord + Clone, T: Time> DeferredTimes<K, T> {
         pending
     }
 
+    /// Heap bytes of the blocks, read, written and spare.
+    pub(super) fn heap_bytes(&self) -> usize {
+        let blocks = self.current.iter().chain(&self.next).chain(&self.spare);
+        let entries: usize = blocks.map(Vec::capacity).sum();
+        let lists = self.current.capacity() + self.next.capacity() + self.spare.capacity();
+        entries * std::mem::size_of::<(K, T)>() + lists * std::mem::size_of::<Vec<(K, T)>>()
+    }
+
     /// Lets the block the walk has read to its end go, keeping it for `next` if few are kept.
     fn retire_front(&mut self) {
         let mut block = std::mem::take(&mut self.current[self.front]);
@@ -307,6 +315,16 @@ mod tests {
                 let entries: Vec<(u64, u64)> = deferred.unread().cloned().collect();
                 prop_assert_eq!(entries, model.iter().cloned().collect::<Vec<_>>());
                 prop_assert!(deferred.current.iter().all(|block| !block.is_empty()));
+                // What the storage tier is told is held: at least the entries, and no more
+                // than their blocks plus the spare one a walk keeps.
+                let size = std::mem::size_of::<(u64, u64)>();
+                let block = DeferredTimes::<u64, u64>::block_len() * size;
+                let bytes = deferred.heap_bytes();
+                prop_assert!(bytes >= model.len() * size);
+                let blocks = model.len().div_ceil(DeferredTimes::<u64, u64>::block_len()) + 1;
+                // The three lists of blocks: a few dozen blocks at most here.
+                let lists = 3 * 64 * std::mem::size_of::<Vec<(u64, u64)>>();
+                prop_assert!(bytes <= blocks * block + lists, "{} bytes for {} entries", bytes, model.len());
             }
         }
     }

@@ -186,6 +186,7 @@ where
             self.trace.handle.clone(),
             reader.handle.clone(),
             reader.clone_without_holds(),
+            config.storage.clone(),
         );
         let stream = self
             .stream

@@ -16,12 +16,14 @@ use crate::arrange::TraceAgent;
 use crate::capabilities::HeldCapabilities;
 use crate::recycle::recycle;
 use columnar::{Borrow, Columnar, Index, Push, Ref};
+use ripple_storage::{HeldBytes, Storage};
 use ripple_trace::counts::{self, Count};
 use ripple_trace::TraceSnapshot;
 use ripple_trace::{Batch, Builder, Description, LookupScratch, TraceCursor, TraceHandle};
 use ripple_updates::consolidate::consolidate_time_ordered_triples;
 use ripple_updates::{Abelian, Antichain, AntichainRef, Data, PartialOrder, Semigroup, Time};
 use ripple_updates::{Update, Updates};
+use std::sync::Arc;
 use timely::dataflow::operators::CapabilitySet;
 
 /// Output corrections are handed to the builder in pieces of about this many updates, so the
@@ -74,6 +76,9 @@ pub(super) struct ReduceState<K: Data, V: Data, T: Time, R: Semigroup, V2: Data,
     /// Capabilities for the deferred times.
     held: HeldCapabilities<T>,
     deferred: DeferredTimes<K, T>,
+    /// The deferred times' bytes, reported to the storage tier: they stay in memory whatever
+    /// the budget, so batches make room for them.
+    deferred_bytes: HeldBytes,
     /// The batches whose keys an activation visits.
     sources: KeySources<K, V, T, R>,
     /// A window of the keys to visit, sorted and distinct.
@@ -102,6 +107,7 @@ where
         input_trace: TraceHandle<(K, V, T, R)>,
         output_trace: TraceHandle<(K, V2, T, R2)>,
         announcer: TraceAgent<K, V2, T, R2>,
+        storage: Option<Arc<Storage>>,
     ) -> Self {
         let minimum = Antichain::from_elem(<T as timely::progress::Timestamp>::minimum());
         Self {
@@ -114,6 +120,7 @@ where
             queued: Vec::new(),
             held: HeldCapabilities::default(),
             deferred: DeferredTimes::default(),
+            deferred_bytes: HeldBytes::new(storage),
             sources: KeySources::default(),
             keys: Vec::new(),
             corrections: Corrections::default(),
@@ -308,6 +315,7 @@ where
         self.totals = next_totals;
         self.next_totals = totals;
         self.deferred.finish(&interval.upper);
+        self.deferred_bytes.report(self.deferred.heap_bytes());
         counts::add(Count::ReduceKeys, visited);
         counts::add(Count::ReduceHistory, read);
         counts::add(Count::ReduceOutputs, produced);

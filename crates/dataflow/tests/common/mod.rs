@@ -185,6 +185,10 @@ pub fn run_ripple(workload: &Workload, setup: Setup, program: RippleProgram) -> 
             "files left behind"
         );
         assert_eq!(stats.batch_bytes, 0, "spines still accounted for");
+        assert_eq!(
+            stats.held_bytes, 0,
+            "operators' held bytes still accounted for"
+        );
     }
     captured.consolidated()
 }
