@@ -4,8 +4,9 @@ use crate::tier::Storage;
 use std::sync::Arc;
 
 /// Bytes an operator keeps in memory that grow with the data and that no spine can write out
-/// (a reduce's deferred times), reported to the process's storage tier as they change (see
-/// [`Storage::hold`]) and given back when the report drops. Without a tier it reports nothing.
+/// (a reduce's deferred times), reported to the process's storage tier as they change and
+/// given back when the report drops; the tier counts them against the batches' share (see
+/// [`Storage::over_budget`]). Without a tier it reports nothing.
 #[derive(Debug, Default)]
 pub struct HeldBytes {
     storage: Option<Arc<Storage>>,

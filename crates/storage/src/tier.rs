@@ -3,7 +3,8 @@
 //!
 //! The budget is the process's: the block cache gets [`StorageSettings::cache_bytes`] of it,
 //! operators' working memory is left [`StorageSettings::working_bytes`], and spines and
-//! batchers write batches and chains out while those in memory take more than the rest
+//! batchers write batches and chains out while those in memory, with what operators keep
+//! beside them that no spine can write out ([`crate::HeldBytes`]), take more than the rest
 //! ([`Storage::over_budget`]).
 //!
 //! A read that fails inside an operator cannot return an error through a cursor's
@@ -28,8 +29,9 @@ pub struct StorageSettings {
     pub cache_bytes: usize,
     /// The share of the budget left to what the operators hold beside batches and blocks:
     /// batchers' forms, merges under way, a window of an interval's keys, buffers of output.
-    /// Not counted as it comes and goes, it is set aside: batches in memory get the budget
-    /// less the cache's and this share. At most the budget less the cache's share (see
+    /// Not counted as it comes and goes, it is set aside: batches in memory (and what
+    /// operators hold beside them, see [`crate::HeldBytes`]) get the budget less the cache's
+    /// and this share. At most the budget less the cache's share (see
     /// docs/perf-notes.md, section "Storage: the whole process within its budget").
     pub working_bytes: usize,
     /// About how many updates a block of a batch file holds (blocks hold whole keys).
@@ -79,7 +81,7 @@ pub struct StorageStats {
     /// The most bytes the spines' batches and the batchers' chains held in memory at once.
     pub batch_bytes_peak: usize,
     /// Bytes operators hold now beside batches, counted against the batches' share (see
-    /// [`Storage::hold`]).
+    /// [`crate::HeldBytes`]).
     pub held_bytes: usize,
     /// Probes batched lookups tested against stored batches' key filters, and those that
     /// passed (present, or false positives).
@@ -249,9 +251,10 @@ impl Storage {
     }
 
     /// Changes by `added - removed` the bytes operators keep in memory that no spine can write
-    /// out and that grow with the data (a reduce's deferred times; see [`crate::HeldBytes`]). They
-    /// take their room from the batches' share: batches are written out to make it.
-    pub fn hold(&self, added: usize, removed: usize) {
+    /// out and that grow with the data (a reduce's deferred times), as [`crate::HeldBytes`]
+    /// reports them. They take their room from the batches' share: batches are written out to
+    /// make it.
+    pub(crate) fn hold(&self, added: usize, removed: usize) {
         if added >= removed {
             self.held_bytes
                 .fetch_add(added - removed, Ordering::Relaxed);
@@ -262,7 +265,7 @@ impl Storage {
     }
 
     /// Whether the spines' in-memory batches and the batchers' chains, with what operators
-    /// hold (see [`Storage::hold`]), take more than the budget leaves them: what the cache and
+    /// hold (see [`crate::HeldBytes`]), take more than the budget leaves them: what the cache and
     /// working memory do not take.
     pub fn over_budget(&self) -> bool {
         !self.has_room(0)
@@ -273,8 +276,8 @@ impl Storage {
     pub fn has_room(&self, bytes: usize) -> bool {
         let settings = &self.settings;
         let batches = settings.memory_budget - settings.cache_bytes - settings.working_bytes;
-        let held =
-            self.batch_bytes.load(Ordering::Relaxed) + self.held_bytes.load(Ordering::Relaxed);
+        let batch_bytes = self.batch_bytes.load(Ordering::Relaxed);
+        let held = batch_bytes.saturating_add(self.held_bytes.load(Ordering::Relaxed));
         held.saturating_add(bytes) <= batches
     }
 
@@ -345,5 +348,20 @@ mod tests {
         assert_eq!(storage.settings().working_bytes, 100);
         storage.account(1, 0);
         assert!(storage.over_budget(), "nothing is left for batches");
+    }
+
+    /// Room is what the batches' share leaves beside the batches and held bytes; a budget of
+    /// nothing has room for nothing more.
+    #[test]
+    fn room_is_the_share_left() {
+        let storage = tier(StorageSettings::with_budget(400));
+        storage.account(150, 0);
+        assert!(storage.has_room(50) && !storage.has_room(51));
+        storage.hold(20, 0);
+        assert!(storage.has_room(30) && !storage.has_room(31));
+        assert!(!storage.has_room(usize::MAX), "no overflow");
+        let empty = tier(StorageSettings::with_budget(0));
+        assert!(empty.has_room(0) && !empty.has_room(1));
+        assert!(!empty.over_budget());
     }
 }

@@ -171,9 +171,10 @@ impl<U: Update> Builders<U> {
     /// Starts merging `older` with `newer`: in memory, or to a file of `storage` block by
     /// block when either is stored (their union would be written out anyway, and building it
     /// in memory would hold all of it) or when the inputs weigh at least `spill_min_bytes`
-    /// and the batches' share of the budget has no room for their union beside them (a
-    /// builder reserves room for the union of its inputs, which stay until it is done: merges
-    /// in memory held their inputs twice over the budget).
+    /// and the batches' share of the budget has no room for their union beside them when it
+    /// starts (a builder reserves room for the union of its inputs, which stay until it is
+    /// done: merges in memory held their inputs twice over the budget). The room is not
+    /// reserved: merges that start together in several spines fall on the working share.
     fn start(
         &mut self,
         older: Batch<U>,
@@ -246,7 +247,8 @@ impl<U: Update> Spine<U> {
     }
 
     /// An empty spine that writes batches out to `storage` when the in-memory batches of all
-    /// spines of the process take more than its budget allows: the batch of the highest level
+    /// spines of the process (with what operators hold beside them, see
+    /// `ripple_storage::HeldBytes`) take more than its budget allows: the batch of the highest level
     /// first (the oldest and largest), one at a time until they fit again. Pending batches,
     /// batches under `StorageSettings::spill_min_bytes` and the inputs of merges in progress
     /// stay in memory: fresh batches are small, and a merge's result is written out once it is

@@ -40,9 +40,7 @@ pub(crate) fn build_batch<U: Update>(
     let to_file = chain.storage().cloned().or_else(|| {
         let storage = storage?;
         let bytes = chain.memory_bytes();
-        storage.account(bytes, 0);
-        let over = storage.over_budget() && bytes >= storage.settings().spill_min_bytes;
-        storage.account(0, bytes);
+        let over = !storage.has_room(bytes) && bytes >= storage.settings().spill_min_bytes;
         over.then(|| Arc::clone(storage))
     });
     if let Some(storage) = to_file {

@@ -244,13 +244,19 @@ mod tests {
 
     type Row = ((u64, u64, u64), u64, i64);
 
-    /// The join of 300 values by 300 on one key, with `storage` installed.
+    /// Keys, and values per key on each side: 200,000 pairs.
+    const KEYS: u64 = 2_000;
+    const VALUES: u64 = 10;
+
+    /// The join of `VALUES` by `VALUES` on each of `KEYS` keys, with `storage` installed and
+    /// a key per probe run, so that a join out of fuel stops after any key.
     fn join_all_pairs(storage: Option<Arc<Storage>>) -> Vec<Row> {
         let captured = Captured::new();
         let sink = captured.clone();
         let mut config = timely::Config::thread();
         RippleConfig {
             storage,
+            probe_run: 1,
             ..RippleConfig::default()
         }
         .install(&mut config.worker);
@@ -263,9 +269,11 @@ mod tests {
                 left.join_core(right, |key, a, b| (*key, *a, *b))
                     .capture_into(&sink)
             });
-            for value in 0..300 {
-                left.insert((7, value));
-                right.insert((7, value));
+            for key in 0..KEYS {
+                for value in 0..VALUES {
+                    left.insert((key, value));
+                    right.insert((key, value));
+                }
             }
         })
         .expect("timely starts");
@@ -275,16 +283,18 @@ mod tests {
         captured.consolidated()
     }
 
-    /// Under a small budget a join's fuel runs out part way through its output: the
-    /// activations that follow give the rest, every pair once, as in memory.
+    /// Under a small budget a join's fuel runs out part way through its output (in memory it
+    /// does not): the activations that follow give the rest, every pair once, as in memory.
     #[test]
     fn a_join_out_of_fuel_resumes_where_it_stopped() {
         let spill = SpillDir::new_in_temp().expect("a spill directory");
         let storage = Storage::in_spill_dir(spill, StorageSettings::with_budget(1 << 20));
         let fuel = fuel_per_activation::<(u64, u64, u64), u64, i64>(Some(&storage));
-        assert!(fuel < 300 * 300, "the join yields at least once");
+        let pairs = (KEYS * VALUES * VALUES) as usize;
+        assert!(fuel < pairs / 2, "the join yields at least twice");
+        assert!(fuel_per_activation::<(u64, u64, u64), u64, i64>(None) > pairs);
         let in_memory = join_all_pairs(None);
-        assert_eq!(in_memory.len(), 300 * 300);
+        assert_eq!(in_memory.len(), pairs);
         assert!(in_memory
             .iter()
             .all(|&(_, time, diff)| time == 0 && diff == 1));

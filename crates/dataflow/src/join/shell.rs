@@ -21,12 +21,17 @@ const FUEL_PER_ACTIVATION: usize = 1 << 20;
 /// The least fuel under a storage budget: activations' fixed costs stay small beside it.
 const FUEL_UNDER_BUDGET_MIN: usize = 16 * SEND_UPDATES;
 
-/// Output updates an activation produces before the join yields. All of an activation's output
-/// waits in timely's channel until the next operator takes it, so under a storage budget the
-/// fuel is what fills an eighth of the working share (`StorageSettings::working_bytes`) at
-/// the output's width in memory, at least [`FUEL_UNDER_BUDGET_MIN`] and at most
-/// [`FUEL_PER_ACTIVATION`]: with a million updates of output, a join's output was the largest
-/// item of a small budget's peak (docs/perf-notes.md, section "Storage: a small budget's peak").
+const _: () = assert!(FUEL_UNDER_BUDGET_MIN <= FUEL_PER_ACTIVATION);
+
+/// Output updates an activation produces before the join yields (at the end of the probe run
+/// under way, so a run's output may go past it). All of an activation's output waits in
+/// timely's channel until the next operator takes it, so under a storage budget the fuel is
+/// what fills an eighth of the working share (`StorageSettings::working_bytes`) at the
+/// output's width (`size_of` its data, time and diff: data that owns heap memory counts only
+/// its handle), at least [`FUEL_UNDER_BUDGET_MIN`] and at most [`FUEL_PER_ACTIVATION`]. It is
+/// per join and worker, as the share is the process's: with a million updates of output, a
+/// join's output was the largest item of a small budget's peak (docs/perf-notes.md, section
+/// "Storage: a small budget's peak").
 pub(super) fn fuel_per_activation<D, T, R>(storage: Option<&Storage>) -> usize {
     let Some(storage) = storage else {
         return FUEL_PER_ACTIVATION;
