@@ -238,16 +238,8 @@ impl Storage {
     /// Changes the bytes the spines' in-memory batches and the batchers' chains hold by
     /// `added - removed`.
     pub fn account(&self, added: usize, removed: usize) {
-        if added >= removed {
-            let before = self
-                .batch_bytes
-                .fetch_add(added - removed, Ordering::Relaxed);
-            self.batch_bytes_peak
-                .fetch_max(before + (added - removed), Ordering::Relaxed);
-        } else {
-            self.batch_bytes
-                .fetch_sub(removed - added, Ordering::Relaxed);
-        }
+        let now = change(&self.batch_bytes, added, removed);
+        self.batch_bytes_peak.fetch_max(now, Ordering::Relaxed);
     }
 
     /// Changes by `added - removed` the bytes operators keep in memory that no spine can write
@@ -255,13 +247,7 @@ impl Storage {
     /// reports them. They take their room from the batches' share: batches are written out to
     /// make it.
     pub(crate) fn hold(&self, added: usize, removed: usize) {
-        if added >= removed {
-            self.held_bytes
-                .fetch_add(added - removed, Ordering::Relaxed);
-        } else {
-            self.held_bytes
-                .fetch_sub(removed - added, Ordering::Relaxed);
-        }
+        change(&self.held_bytes, added, removed);
     }
 
     /// Whether the spines' in-memory batches and the batchers' chains, with what operators
@@ -312,6 +298,16 @@ impl Storage {
     /// The first storage error of the run, if any.
     pub fn fault(&self) -> Option<String> {
         self.fault.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+}
+
+/// Adds `added - removed` to `counter` (in one atomic step, whichever is larger) and returns
+/// the new count.
+fn change(counter: &AtomicUsize, added: usize, removed: usize) -> usize {
+    if added >= removed {
+        counter.fetch_add(added - removed, Ordering::Relaxed) + (added - removed)
+    } else {
+        counter.fetch_sub(removed - added, Ordering::Relaxed) - (removed - added)
     }
 }
 

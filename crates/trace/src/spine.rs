@@ -248,11 +248,11 @@ impl<U: Update> Spine<U> {
 
     /// An empty spine that writes batches out to `storage` when the in-memory batches of all
     /// spines of the process (with what operators hold beside them, see
-    /// `ripple_storage::HeldBytes`) take more than its budget allows: the batch of the highest level
-    /// first (the oldest and largest), one at a time until they fit again. Pending batches,
-    /// batches under `StorageSettings::spill_min_bytes` and the inputs of merges in progress
-    /// stay in memory: fresh batches are small, and a merge's result is written out once it is
-    /// placed.
+    /// `ripple_storage::HeldBytes`) take more than its budget allows: the batch of the highest
+    /// level first (the oldest and largest), one at a time until they fit again. Pending
+    /// batches, batches under `StorageSettings::spill_min_bytes` and the inputs of merges in
+    /// progress stay in memory: fresh batches are small, and a merge's result is written out
+    /// once it is placed.
     pub fn with_storage(config: SpineConfig, storage: Option<Arc<Storage>>) -> Self {
         use timely::progress::Timestamp;
         let minimum = Antichain::from_elem(U::Time::minimum());

@@ -320,11 +320,18 @@ mod tests {
                 // need (the spare one a walk keeps).
                 let size = std::mem::size_of::<(u64, u64)>();
                 let block_len = DeferredTimes::<u64, u64>::block_len();
-                let lists = deferred.current.capacity() + deferred.next.capacity() + deferred.spare.capacity();
-                let blocks_bytes = deferred.heap_bytes() - lists * std::mem::size_of::<Vec<(u64, u64)>>();
+                let lists = deferred.current.capacity() + deferred.next.capacity()
+                    + deferred.spare.capacity();
+                let blocks_bytes =
+                    deferred.heap_bytes() - lists * std::mem::size_of::<Vec<(u64, u64)>>();
                 prop_assert!(blocks_bytes >= model.len() * size);
                 let room = (model.len().div_ceil(block_len) + 1) * block_len * size;
-                prop_assert!(blocks_bytes <= room, "{} bytes for {} entries", blocks_bytes, model.len());
+                prop_assert!(
+                    blocks_bytes <= room,
+                    "{} bytes for {} entries",
+                    blocks_bytes,
+                    model.len()
+                );
             }
         }
     }
