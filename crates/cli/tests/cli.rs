@@ -334,20 +334,27 @@ fn two_processes_match_one() {
     assert_eq!(read(&clustered), read(&single));
 }
 
-/// `--memory-budget` never changes the output: the same bytes with every batch written out
-/// (budget 0), with a small budget, and in memory, on one and two workers; the spill directory
-/// is left empty.
+/// `--memory-budget` never changes the output: the same bytes with every batch of 64 KiB or
+/// more written out (budget 0), with a small budget, and in memory, on one and two workers;
+/// the budget runs do write files (their summaries say how many), and the spill directory is
+/// left empty, the default one under the temp directory included.
 #[test]
 fn memory_budgets_give_the_same_bytes() {
     let spill = scratch_dir("spill");
     let spill_arg = spill.to_str().expect("a UTF-8 path");
+    // The default spill directory goes under TMPDIR: a fresh one, to see that it is removed.
+    let temp = scratch_dir("temp");
+    let rows = scratch_dir("rows").join("rows.txt");
+    let rows_arg = rows.to_str().expect("a UTF-8 path");
     for computation in ["bfs", "cc"] {
+        // Edges enough for the edges' batch to be over the 64 KiB below which batches stay in
+        // memory whatever the budget.
         let base = [
             computation,
             "--nodes",
-            "200",
+            "1000",
             "--edges",
-            "300",
+            "6000",
             "--updates",
             "100",
         ];
@@ -365,19 +372,41 @@ fn memory_budgets_give_the_same_bytes() {
             ],
             &["--memory-budget", "0", "-w", "2", "--batch", "3"],
         ] {
-            let args: Vec<&str> = base.iter().chain(extra).copied().collect();
-            let output = run(ripple().args(&args));
+            let args: Vec<&str> = base
+                .iter()
+                .chain(extra)
+                .chain(&["--summary", "--output", rows_arg])
+                .copied()
+                .collect();
+            let output = run(ripple().args(&args).env("TMPDIR", &temp));
             assert!(output.status.success(), "{args:?}: {}", stderr(&output));
-            assert!(output.stdout == expected.stdout, "{args:?}: other output");
-            let left = std::fs::read_dir(&spill).expect("the spill parent").count();
-            assert_eq!(left, 0, "{args:?} left files in the spill directory");
+            let written = std::fs::read(&rows).expect("the rows written");
+            assert!(written == expected.stdout, "{args:?}: other output");
+            let summary = stdout(&output);
+            for field in ["block cache", "misses", "peak memory"] {
+                assert!(summary.contains(field), "summary lacks {field}:\n{summary}");
+            }
+            assert!(
+                files_written(&summary) > 0,
+                "{args:?} wrote no batch file:\n{summary}"
+            );
+            for dir in [&spill, &temp] {
+                let left = std::fs::read_dir(dir).expect("the spill parent").count();
+                assert_eq!(left, 0, "{args:?} left files in {}", dir.display());
+            }
         }
     }
-    let summary = run(ripple().args(["bfs", "--summary", "--memory-budget", "0"]));
-    let text = stdout(&summary);
-    for field in ["storage", "written in", "block cache", "misses"] {
-        assert!(text.contains(field), "summary lacks {field}:\n{text}");
-    }
+}
+
+/// The number of batch files a `--summary` says were written ("... written in N files").
+fn files_written(summary: &str) -> u64 {
+    let line = summary
+        .lines()
+        .find(|line| line.starts_with("storage"))
+        .unwrap_or_else(|| panic!("no storage line in:\n{summary}"));
+    let (_, after) = line.split_once("written in ").expect("written in N files");
+    let count = after.split_whitespace().next().expect("a count");
+    count.parse().expect("a file count")
 }
 
 /// A budget that is not a size, a missing or unwritable spill directory, or a spill directory

@@ -9,7 +9,8 @@
 //! lets go. Every block's words are counted while alive, cached or not
 //! ([`CacheStats::resident_bytes`]), so pinned bytes are visible.
 
-use std::collections::{BTreeMap, HashMap};
+use lru::LruCache;
+use rustc_hash::FxBuildHasher;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -69,14 +70,19 @@ pub struct BlockCache {
     evictions: AtomicU64,
 }
 
-#[derive(Default)]
 struct CacheState {
-    /// Each cached block with the tick of its last use.
-    entries: HashMap<BlockKey, (Block, u64)>,
-    /// The cached blocks by last use, oldest first.
-    by_use: BTreeMap<u64, BlockKey>,
+    /// The cached blocks, by last use.
+    entries: LruCache<BlockKey, Block, FxBuildHasher>,
     bytes: usize,
-    tick: u64,
+}
+
+impl Default for CacheState {
+    fn default() -> Self {
+        Self {
+            entries: LruCache::unbounded_with_hasher(FxBuildHasher),
+            bytes: 0,
+        }
+    }
 }
 
 impl BlockCache {
@@ -114,6 +120,26 @@ impl BlockCache {
         key: BlockKey,
         read: impl FnOnce() -> Result<Vec<u64>, E>,
     ) -> Result<Block, E> {
+        self.get_or_read(key, read, true)
+    }
+
+    /// Like [`BlockCache::get`] for a block read once, in order (a merge's input): from the
+    /// cache if there, else read and not cached, so that a merge streaming through a batch
+    /// does not evict the blocks lookups come back to.
+    pub fn get_passing<E>(
+        &self,
+        key: BlockKey,
+        read: impl FnOnce() -> Result<Vec<u64>, E>,
+    ) -> Result<Block, E> {
+        self.get_or_read(key, read, false)
+    }
+
+    fn get_or_read<E>(
+        &self,
+        key: BlockKey,
+        read: impl FnOnce() -> Result<Vec<u64>, E>,
+        keep: bool,
+    ) -> Result<Block, E> {
         if let Some(block) = self.lookup(key) {
             self.hits.fetch_add(1, Ordering::Relaxed);
             return Ok(block);
@@ -127,32 +153,22 @@ impl BlockCache {
             words,
             resident: Arc::clone(&self.resident),
         });
-        if bytes <= self.budget {
+        if keep && bytes <= self.budget {
             self.insert(key, &block);
         }
         Ok(block)
     }
 
     fn lookup(&self, key: BlockKey) -> Option<Block> {
-        let mut state = self.state();
-        let tick = state.tick + 1;
-        let (block, used) = state.entries.get_mut(&key)?;
-        let (block, previous) = (Arc::clone(block), std::mem::replace(used, tick));
-        state.tick = tick;
-        state.by_use.remove(&previous);
-        state.by_use.insert(tick, key);
-        Some(block)
+        self.state().entries.get(&key).map(Arc::clone)
     }
 
     fn insert(&self, key: BlockKey, block: &Block) {
         let mut state = self.state();
-        if state.entries.contains_key(&key) {
+        if state.entries.contains(&key) {
             return; // Another worker read it meanwhile.
         }
-        state.tick += 1;
-        let tick = state.tick;
-        state.entries.insert(key, (Arc::clone(block), tick));
-        state.by_use.insert(tick, key);
+        state.entries.put(key, Arc::clone(block));
         state.bytes += block.byte_len();
         self.evict(&mut state);
     }
@@ -164,10 +180,9 @@ impl BlockCache {
     /// docs/perf-notes.md, section "Storage: block cache eviction").
     fn evict(&self, state: &mut CacheState) {
         while state.bytes > self.budget {
-            let Some((_, key)) = state.by_use.pop_first() else {
+            let Some((_, block)) = state.entries.pop_lru() else {
                 break;
             };
-            let (block, _) = state.entries.remove(&key).expect("indexed by use");
             state.bytes -= block.byte_len();
             self.evictions.fetch_add(1, Ordering::Relaxed);
         }
@@ -180,8 +195,7 @@ impl BlockCache {
             return;
         }
         for index in 0..blocks {
-            if let Some((block, tick)) = state.entries.remove(&(file, index as u32)) {
-                state.by_use.remove(&tick);
+            if let Some(block) = state.entries.pop(&(file, index as u32)) {
                 state.bytes -= block.byte_len();
             }
         }
@@ -205,9 +219,9 @@ impl BlockCache {
         let resident = self.resident.load(Ordering::Relaxed);
         let unpinned: usize = state
             .entries
-            .values()
-            .filter(|(block, _)| Arc::strong_count(block) == 1)
-            .map(|(block, _)| block.byte_len())
+            .iter()
+            .filter(|(_, block)| Arc::strong_count(block) == 1)
+            .map(|(_, block)| block.byte_len())
             .sum();
         resident.saturating_sub(unpinned)
     }
@@ -267,6 +281,19 @@ mod tests {
         assert_eq!(cache.stats().resident_bytes, 0);
         cache.get((1, 0), read(10)).unwrap();
         assert_eq!(cache.stats().misses, 2);
+    }
+
+    #[test]
+    fn passing_reads_use_the_cache_without_filling_it() {
+        let cache = BlockCache::new(1000);
+        cache.get((1, 0), read(10)).unwrap();
+        cache.get_passing((1, 0), read(10)).unwrap();
+        cache.get_passing((1, 1), read(10)).unwrap();
+        let stats = cache.stats();
+        assert_eq!((stats.hits, stats.misses), (1, 2));
+        assert_eq!(stats.cached_bytes, 80, "the passing miss is not cached");
+        cache.get_passing((1, 1), read(10)).unwrap();
+        assert_eq!(cache.stats().misses, 3);
     }
 
     #[test]

@@ -12,7 +12,7 @@
 use crate::batch::Batch;
 use crate::columns::{prefetch_item, KEY_FENCE};
 use crate::history::HistoriesView;
-use crate::stored::{Pins, StoredBatch};
+use crate::stored::{Pins, Reads, StoredBatch};
 use crate::view::BatchView;
 use columnar::{Columnar, Index, Len, Ref};
 use ripple_updates::search::gallop;
@@ -43,6 +43,8 @@ struct Blocks<'a, U: Update> {
     pins: &'a Pins,
     /// The block in view ([`UNOPENED`] before the first).
     block: usize,
+    /// Whether the blocks read are cached.
+    reads: Reads,
 }
 
 impl<U: Update> Clone for Blocks<'_, U> {
@@ -64,6 +66,11 @@ impl<U: Update> Batch<U> {
     /// stored batch it reads no block until a lookup sends it to one, and until then it is
     /// at no key. In memory, the same as [`Batch::cursor`].
     pub fn lookup_cursor(&self) -> BatchCursor<'_, U> {
+        self.unopened_cursor(Reads::Cached)
+    }
+
+    /// [`Batch::lookup_cursor`], its blocks read as `reads` says.
+    fn unopened_cursor(&self, reads: Reads) -> BatchCursor<'_, U> {
         match self.stored() {
             None => BatchCursor::new(self.data().view()),
             Some((stored, pins)) => {
@@ -72,6 +79,7 @@ impl<U: Update> Batch<U> {
                     stored,
                     pins,
                     block: UNOPENED,
+                    reads,
                 });
                 cursor
             }
@@ -83,6 +91,14 @@ impl<U: Update> Batch<U> {
     pub fn cursor_at(&self, key: usize) -> BatchCursor<'_, U> {
         // A lookup cursor of a stored batch has no block in view: the key's is entered.
         let mut cursor = self.lookup_cursor();
+        cursor.set_key_index(key);
+        cursor
+    }
+
+    /// [`Batch::cursor_at`] for a reader that reads each block once, in order (a merge, a
+    /// scan): in a stored batch, the blocks it reads are not cached (see [`Reads::Passing`]).
+    pub(crate) fn scan_cursor_at(&self, key: usize) -> BatchCursor<'_, U> {
+        let mut cursor = self.unopened_cursor(Reads::Passing);
         cursor.set_key_index(key);
         cursor
     }
@@ -155,7 +171,7 @@ impl<'a, U: Update> BatchCursor<'a, U> {
     fn enter_block(&mut self, block: usize, key: usize) {
         let blocks = self.blocks.as_mut().expect("a stored batch's cursor");
         blocks.block = block;
-        self.view = blocks.stored.view(blocks.pins, block);
+        self.view = blocks.stored.view(blocks.pins, block, blocks.reads);
         self.base = blocks.stored.index().key_start(block);
         self.key = key;
     }
@@ -430,7 +446,7 @@ impl<'a, U: Update> BatchCursor<'a, U> {
     /// handle (the cursor's position does not change).
     pub(crate) fn block_view(&self, block: usize) -> BatchView<'a, U> {
         let blocks = self.blocks.expect("a stored batch's cursor");
-        blocks.stored.view(blocks.pins, block)
+        blocks.stored.view(blocks.pins, block, blocks.reads)
     }
 
     /// Key `index` of the columns in view.

@@ -193,8 +193,8 @@ impl<U: Update> Merge<U> {
                 input.unpin(*from..current);
                 *from = current;
             }
-            let mut a = older.cursor_at(*older_key);
-            let mut b = newer.cursor_at(*newer_key);
+            let mut a = older.scan_cursor_at(*older_key);
+            let mut b = newer.scan_cursor_at(*newer_key);
             let mut slice = slice_keys;
             while *fuel > 0 && slice > 0 {
                 let (key, from_a, from_b) = match (a.get_key(), b.get_key()) {

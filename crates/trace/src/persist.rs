@@ -6,7 +6,7 @@ use crate::batch::Batch;
 use crate::block;
 use crate::cursor::BatchCursor;
 use crate::description::Description;
-use crate::stored::StoredBatch;
+use crate::stored::{Reads, StoredBatch};
 use crate::writer::{write_batch, BatchWriter};
 use columnar::Columnar;
 use ripple_storage::{Storage, StorageError};
@@ -120,12 +120,12 @@ impl<U: Update> Batch<U> {
         self.stored().map(|(stored, _)| stored.keep().to_string())
     }
 
-    /// Reads and checks every block of a stored batch (nothing for one in memory): an error
-    /// names the file and the first block that is damaged.
+    /// Reads and checks every block of a stored batch (nothing for one in memory), without
+    /// caching them: an error names the file and the first block that is damaged.
     pub fn check_blocks(&self) -> Result<(), StorageError> {
         if let Some((stored, _)) = self.stored() {
             for index in 0..stored.block_count() {
-                stored.read(index)?;
+                stored.read(index, Reads::Passing)?;
             }
         }
         Ok(())
@@ -141,7 +141,7 @@ impl<U: Update> Batch<U> {
     /// Calls `visit` with a cursor at the first key of each run of keys and the number of
     /// keys in the run, in order: a run per block of a stored batch, read through a handle of
     /// its own that is dropped after the run, so a reader of a batch of any size pins at most
-    /// one block; one run of all keys in memory.
+    /// one block, and does not cache the blocks it reads; one run of all keys in memory.
     pub fn for_each_key_run(&self, mut visit: impl FnMut(&mut BatchCursor<'_, U>, usize)) {
         let Some((stored, _)) = self.stored() else {
             visit(&mut self.cursor(), self.key_count());
@@ -151,7 +151,7 @@ impl<U: Update> Batch<U> {
             let index = stored.index();
             let (start, end) = (index.key_start(block), index.key_start(block + 1));
             let handle = self.clone();
-            visit(&mut handle.cursor_at(start), end - start);
+            visit(&mut handle.scan_cursor_at(start), end - start);
         }
     }
 

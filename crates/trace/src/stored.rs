@@ -14,7 +14,7 @@
 //! The borrow checker enforces the pinning: a `Ref` borrows the handle whose pins hold its
 //! block, so it cannot outlive it. This does not compile:
 //!
-//! ```compile_fail
+//! ```compile_fail,E0597
 //! use ripple_trace::{Builder, Description};
 //! use ripple_updates::Antichain;
 //!
@@ -47,6 +47,15 @@ use std::sync::Arc;
 /// no reference can be alive. Empty, it has allocated nothing: a handle costs nothing per
 /// block of its batch.
 pub(crate) type Pins = FrozenMap<usize, Block, FxBuildHasher>;
+
+/// Whether the blocks a reader reads go into the block cache.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Reads {
+    /// Cached: lookups and scans, which may come back to a block.
+    Cached,
+    /// Not cached (taken from the cache if there): a merge's inputs, read once in order.
+    Passing,
+}
 
 /// A batch in a batch file (see the module documentation).
 pub struct StoredBatch<U: Update> {
@@ -146,22 +155,28 @@ impl<U: Update> StoredBatch<U> {
         }
     }
 
-    /// Block `index`, from the cache or read from the file and checked.
-    pub(crate) fn read(&self, index: usize) -> Result<Block, StorageError> {
-        self.storage.cache().get((self.id, index as u32), || {
+    /// Block `index`, from the cache or read from the file and checked; a block read is cached
+    /// if `reads` says so.
+    pub(crate) fn read(&self, index: usize, reads: Reads) -> Result<Block, StorageError> {
+        let key = (self.id, index as u32);
+        let read = || {
             let words = self.index.read_block(&*self.reader, index)?;
             self.storage.note_read(words.len() as u64 * 8);
             Ok(words)
-        })
+        };
+        match reads {
+            Reads::Cached => self.storage.cache().get(key, read),
+            Reads::Passing => self.storage.cache().get_passing(key, read),
+        }
     }
 
-    /// The columns of block `index`, pinned in `pins` (read on first use). A block that
-    /// cannot be read ends the worker (see the module documentation).
+    /// The columns of block `index`, pinned in `pins` (read on first use, cached as `reads`
+    /// says). A block that cannot be read ends the worker (see the module documentation).
     #[inline]
-    pub(crate) fn view<'a>(&self, pins: &'a Pins, index: usize) -> BatchView<'a, U> {
+    pub(crate) fn view<'a>(&self, pins: &'a Pins, index: usize, reads: Reads) -> BatchView<'a, U> {
         let block = match pins.get(&index) {
             Some(block) => block,
-            None => match self.read(index) {
+            None => match self.read(index, reads) {
                 Ok(block) => pins.insert(index, block),
                 Err(error) => self.storage.fail(error),
             },
@@ -189,7 +204,7 @@ impl<U: Update> StoredBatch<U> {
     pub(crate) fn check_invariants(&self, pins: &Pins) {
         let mut previous_last: Option<U::Key> = None;
         for index in 0..self.block_count() {
-            let view = self.view(pins, index);
+            let view = self.view(pins, index, Reads::Cached);
             check_view(view, self.description());
             let keys = view.keys;
             let (first, last) = self.index.key_range(index);

@@ -693,3 +693,61 @@ fn compact_advances_a_lone_batch() {
     spine.check_invariants();
     assert_eq!(spine.snapshot().to_rows(), vec![(1, 1, 2, 2), (2, 2, 2, 1)]);
 }
+
+/// Over its budget, a spine writes out its oldest, largest batch first: small fresh batches
+/// stay in memory while an old big one goes to a file.
+#[test]
+fn spilling_writes_the_oldest_largest_batch_first() {
+    type U = (u64, u64, u64, i64);
+    let batch_at = |time: u64, count: u64| {
+        let rows: Vec<U> = (0..count)
+            .map(|k| (k + 10_000 * time, k, time, 1))
+            .collect();
+        let description =
+            Description::new(Antichain::from_elem(time), Antichain::from_elem(time + 1));
+        build(rows, description)
+    };
+    let big = batch_at(0, 5_000);
+    let small_bytes = batch_at(1, 50).heap_bytes();
+    // Room for the big batch and a few small ones, not for all that follow.
+    let settings = StorageSettings {
+        memory_budget: big.heap_bytes() + 4 * small_bytes,
+        cache_bytes: 0,
+        working_bytes: 0,
+        block_updates: 64,
+        filters: true,
+        spill_min_bytes: 0,
+    };
+    let spill = SpillDir::new_in_temp().expect("a spill directory");
+    let storage = Arc::new(Storage::in_spill_dir(spill, settings));
+    let config = SpineConfig {
+        compaction_min: usize::MAX,
+        ..SpineConfig::default()
+    };
+    let mut spine = Spine::<U>::with_storage(config, Some(Arc::clone(&storage)));
+    spine.insert(big);
+    spine.set_physical_compaction(Antichain::from_elem(1).borrow());
+    assert!(spine.batches().iter().all(|batch| !batch.is_stored()));
+    let mut spilled = false;
+    for time in 1..24 {
+        spine.insert(batch_at(time, 50));
+        spine.set_physical_compaction(Antichain::from_elem(time + 1).borrow());
+        spine.check_invariants();
+        let batches = spine.batches();
+        if batches.iter().any(Batch::is_stored) {
+            spilled = true;
+            // The big batch alone, or a merge that took it in, is the first written out.
+            let oldest = &batches[0];
+            assert!(
+                oldest.is_stored() && oldest.len() >= 5_000,
+                "the big batch first"
+            );
+            let newest = batches.last().expect("batches");
+            assert!(
+                !newest.is_stored(),
+                "the newest small batch stays in memory"
+            );
+        }
+    }
+    assert!(spilled, "over budget, something is written out");
+}

@@ -1,7 +1,8 @@
 //! Reads of stored batches point into pinned blocks (Kudu's KUDU-2844): a cursor's keys and
-//! values stay correct while the cache evicts their block, the spine merges their batch away
-//! and deletes its file; a full pass over a stored String-keyed trace copies no value out
-//! (no allocation per value), and warm batched lookups allocate nothing.
+//! values stay correct while the cache evicts their block and the spine merges their batch
+//! away (its file is deleted when the last handle goes); a full pass over a stored
+//! String-keyed trace copies no value out (no allocation per value), warm batched lookups
+//! allocate nothing, and a batched lookup reads each block once.
 //!
 //! That a `Ref` cannot outlive the handle pinning its block is checked by the compiler: see
 //! the `compile_fail` example on [`ripple_trace::stored`].
@@ -205,5 +206,45 @@ fn filters_spare_block_reads_for_absent_keys() {
         blocks_read <= stats.probes_passed,
         "{blocks_read} blocks read for {} passing probes",
         stats.probes_passed
+    );
+}
+
+/// A batched lookup reads each block its present probes lie in once, for all of them (with no
+/// cache, every read is a miss), and no other block.
+#[test]
+fn batched_lookups_read_each_block_once() {
+    let storage = storage(usize::MAX, 0);
+    let stored = batch(20_000, 1, 0).write_to(&storage).expect("written");
+    assert!(stored.block_count() > 100);
+    let keys: Vec<usize> = (5_000..15_000).step_by(3).collect();
+    let mut blocks: Vec<usize> = keys.iter().map(|&key| stored.block_of_key(key)).collect();
+    blocks.dedup();
+    let snapshot = ripple_trace::TraceSnapshot::new(vec![stored]);
+    let mut probes = <String as Columnar>::Container::default();
+    for key in &keys {
+        probes.push(&format!("key{key:05}"));
+    }
+    let before = storage.stats().cache.misses;
+    let mut found = Vec::new();
+    let mut cursor = snapshot.lookup_cursor();
+    cursor.lookup(
+        probes.borrow(),
+        &mut LookupScratch::default(),
+        |probe, vals| {
+            found.push((probe, *vals.get_val().expect("a value")));
+        },
+    );
+    let expected: Vec<(usize, u64)> = keys
+        .iter()
+        .enumerate()
+        .map(|(i, &k)| (i, 2 * k as u64))
+        .collect();
+    assert_eq!(found, expected);
+    let read = storage.stats().cache.misses - before;
+    assert_eq!(
+        read,
+        blocks.len() as u64,
+        "blocks read for {} blocks probed",
+        blocks.len()
     );
 }
