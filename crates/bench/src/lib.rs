@@ -8,6 +8,7 @@
 pub mod alloc;
 pub mod args;
 pub mod batcher_inputs;
+pub mod cycles;
 pub mod dd;
 pub mod report;
 pub mod svg;

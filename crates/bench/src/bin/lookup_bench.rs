@@ -13,6 +13,7 @@
 //! Writes `lookups.md` into `--out`.
 
 use clap::Parser;
+use ripple_bench::cycles::reference_cycles;
 use ripple_bench::report::markdown_table;
 use ripple_storage::{SpillDir, Storage, StorageSettings};
 use ripple_trace::{Batch, Builder, Description, LookupScratch, TraceSnapshot};
@@ -105,6 +106,8 @@ fn stored(storage: &Arc<Storage>, keys: u64) -> Batch<U> {
 /// What one pass over the probe runs did.
 struct Pass {
     nanos_per_probe: f64,
+    /// Time-stamp counter ticks per probe, where there is a counter.
+    cycles_per_probe: Option<f64>,
     found: usize,
 }
 
@@ -112,6 +115,7 @@ struct Pass {
 fn pass(batch: &Batch<U>, runs: &[Vec<u64>], batched: bool, scratch: &mut LookupScratch) -> Pass {
     let mut found = 0;
     let started = Instant::now();
+    let cycles_before = reference_cycles();
     for run in runs {
         let snapshot = TraceSnapshot::new(vec![batch.clone()]);
         if batched {
@@ -135,11 +139,19 @@ fn pass(batch: &Batch<U>, runs: &[Vec<u64>], batched: bool, scratch: &mut Lookup
             }
         }
     }
+    let cycles = cycles_before.zip(reference_cycles());
     let probes: usize = runs.iter().map(Vec::len).sum();
     Pass {
         nanos_per_probe: started.elapsed().as_nanos() as f64 / probes as f64,
+        cycles_per_probe: cycles.map(|(from, to)| (to - from) as f64 / probes as f64),
         found,
     }
+}
+
+/// The median of `samples`, if any.
+fn median(samples: &mut [f64]) -> Option<f64> {
+    samples.sort_by(f64::total_cmp);
+    samples.get(samples.len() / 2).copied()
 }
 
 /// The distinct blocks the probes of each run lie in (present or not), summed over the runs.
@@ -175,6 +187,7 @@ fn main() {
                         let runs = probes(&args, run, local, hit);
                         let mut timing = |batched: bool| {
                             let mut samples: Vec<f64> = Vec::new();
+                            let mut cycles: Vec<f64> = Vec::new();
                             let mut found = 0;
                             let (mut reads, mut tested, mut passed) = (0, 0, 0);
                             for _ in 0..args.repeats.max(1) {
@@ -185,13 +198,19 @@ fn main() {
                                 tested = after.probes_filtered - before.probes_filtered;
                                 passed = after.probes_passed - before.probes_passed;
                                 samples.push(measured.nanos_per_probe);
+                                cycles.extend(measured.cycles_per_probe);
                                 found = measured.found;
                             }
-                            samples.sort_by(f64::total_cmp);
-                            (samples[samples.len() / 2], found, reads, tested, passed)
+                            let time = median(&mut samples).expect("a sample");
+                            let counted = (median(&mut cycles), found);
+                            (time, counted, reads, tested, passed)
                         };
-                        let (per_key, found_a, _, _, _) = timing(false);
-                        let (batched, found_b, reads, tested, passed) = timing(true);
+                        let (per_key, (per_key_cycles, found_a), _, _, _) = timing(false);
+                        let (batched, (batched_cycles, found_b), reads, tested, passed) =
+                            timing(true);
+                        let cycles = |cycles: Option<f64>| {
+                            cycles.map_or(String::new(), |cycles| format!("{cycles:.0}"))
+                        };
                         assert_eq!(found_a, found_b, "both ways find the same keys");
                         let touched = blocks_touched(&runs, keys_per_block);
                         rows.push(vec![
@@ -203,6 +222,8 @@ fn main() {
                             format!("{per_key:.0}"),
                             format!("{batched:.0}"),
                             format!("{:.2}x", batched / per_key),
+                            cycles(per_key_cycles),
+                            cycles(batched_cycles),
                             if cache == "cold" && touched > 0 {
                                 format!("{:.2}", reads as f64 / touched as f64)
                             } else {
@@ -231,7 +252,9 @@ fn main() {
     text.push_str(&format!(
         "One stored batch of {} keys in blocks of about {} updates. Per probe, the median of {} \
          passes: one seek per key, then batched lookups of the run; `batched / per key` below 1x \
-         favours batching. `reads per block` (cold cache only): block reads over the distinct \
+         favours batching; `cycles`: the processor's time-stamp counter per probe, the median \
+         of the same passes (reference cycles, at a constant rate rather than the core's \
+         clock). `reads per block` (cold cache only): block reads over the distinct \
          blocks the runs' probes lie in. `filter pass`: of the probes tested against the key \
          filter, those it let through (with 0% hits, its false-positive rate; target 1/256 = \
          0.39%; a filter that passes nearly every probe is tested by one lookup in 16). Filter \
@@ -251,6 +274,8 @@ fn main() {
             "per key ns",
             "batched ns",
             "batched / per key",
+            "per key cycles",
+            "batched cycles",
             "reads per block",
             "filter pass",
         ],

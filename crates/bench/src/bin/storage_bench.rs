@@ -11,6 +11,10 @@
 //!   (the worst case: every read of a stored batch goes to the file);
 //! - `dd`: differential-dataflow, in memory.
 //!
+//! With `--sweep`, the `budget` engine also runs at each of those budgets (as engines named
+//! `budget@BYTES`, alternating with the others), and a table gives each budget's speed and
+//! peak heap against the in-memory run: what a budget costs, budget by budget.
+//!
 //! Reported per engine: updates/s, total time, peak heap (a counting allocator, reset before
 //! each run: cached and pinned blocks are heap too), and for ripple with storage the bytes
 //! written and read and the block cache's hits and misses. Outputs must match (checksums).
@@ -55,6 +59,10 @@ struct Args {
     /// Engines to run, of memory, budget, forced, dd.
     #[arg(long, value_delimiter = ',', default_values_t = ["memory".to_string(), "budget".to_string(), "forced".to_string(), "dd".to_string()])]
     engines: Vec<String>,
+    /// More budgets to run the `budget` engine at, e.g. 128MiB,256MiB (see the module
+    /// documentation).
+    #[arg(long, value_delimiter = ',', value_parser = parse_size)]
+    sweep: Vec<u64>,
     /// Worker threads.
     #[arg(long, default_value_t = 1)]
     workers: usize,
@@ -80,9 +88,14 @@ struct Run {
     storage: Option<StorageStats>,
 }
 
-/// The storage tier of an engine, if it has one.
+/// The storage tier of an engine, if it has one (`budget@BYTES`: the budget engine at that
+/// budget).
 fn storage_for(engine: &str, budget: u64) -> Option<Arc<Storage>> {
+    let swept = engine
+        .strip_prefix("budget@")
+        .map(|bytes| bytes.parse::<usize>().expect("a budget in bytes"));
     let settings = match engine {
+        _ if swept.is_some() => StorageSettings::with_budget(swept.unwrap_or_default()),
         "budget" => StorageSettings::with_budget(budget as usize),
         "forced" => StorageSettings {
             spill_min_bytes: 0,
@@ -145,6 +158,12 @@ fn main() -> ExitCode {
         eprintln!("storage-bench: unknown engine {bad}");
         return ExitCode::from(2);
     }
+    if !args.sweep.is_empty() && !args.engines.iter().any(|engine| engine == "memory") {
+        eprintln!("storage-bench: --sweep compares with the memory engine: add it to --engines");
+        return ExitCode::from(2);
+    }
+    let swept = args.sweep.iter().map(|budget| format!("budget@{budget}"));
+    let engines: Vec<String> = args.engines.iter().cloned().chain(swept).collect();
     let mut cells = Vec::new();
     let mut mismatch = false;
     for graph in &args.graphs {
@@ -167,11 +186,11 @@ fn main() -> ExitCode {
         }
         let source = Arc::new(Source::Generated(spec));
         for &batch in &args.batches {
-            let mut runs: Vec<Vec<Run>> = args.engines.iter().map(|_| Vec::new()).collect();
+            let mut runs: Vec<Vec<Run>> = engines.iter().map(|_| Vec::new()).collect();
             for repetition in 0..args.runs as usize {
-                for turn in 0..args.engines.len() {
-                    let index = (turn + repetition) % args.engines.len();
-                    let engine = &args.engines[index];
+                for turn in 0..engines.len() {
+                    let index = (turn + repetition) % engines.len();
+                    let engine = &engines[index];
                     let run = run_engine(engine, &source, &args, batch);
                     eprintln!(
                         "{graph} b{batch} {engine}: {:.0} updates/s, heap {}",
@@ -190,33 +209,40 @@ fn main() -> ExitCode {
             cells.push((graph.clone(), batch, runs));
         }
     }
-    let text = report(&args, &cells);
+    let text = report(&args, &engines, &cells);
     let mismatch = mismatch.then_some("between engines");
     finish("storage-bench", &args.out, "storage.md", &text, mismatch)
 }
 
 /// The report: a ratio table against the in-memory run and differential, then every run.
-fn report(args: &Args, cells: &[(String, u64, Vec<Run>)]) -> String {
+fn report(args: &Args, engines: &[String], cells: &[(String, u64, Vec<Run>)]) -> String {
     let mut text = String::from("# bfs with arrangements on disk\n\n");
     text.push_str(&format!(
-        "Reproduce: `cargo run --release -p ripple-bench --bin storage-bench -- --graphs {} --updates {} --batches {} --budget {} --engines {} --workers {} --runs {}`.\n\n",
+        "Reproduce: `cargo run --release -p ripple-bench --bin storage-bench -- --graphs {} --updates {} --batches {} --budget {} --engines {}{} --workers {} --runs {}`.\n\n",
         args.graphs.join(","),
         args.updates,
         args.batches.iter().map(u64::to_string).collect::<Vec<_>>().join(","),
         args.budget,
         args.engines.join(","),
+        if args.sweep.is_empty() {
+            String::new()
+        } else {
+            let budgets: Vec<String> = args.sweep.iter().map(u64::to_string).collect();
+            format!(" --sweep {}", budgets.join(","))
+        },
         args.workers,
         args.runs,
     ));
     text.push_str(
         "`memory`: ripple in memory; `budget`: ripple with that memory budget (a quarter for \
          the block cache, a quarter left to working memory); `forced`: every merged batch \
-         written out, no block cache; `dd`: differential-dataflow. Ratios are of updates/s \
-         (higher is better for the first engine) and of peak heap (lower is better).\n\n\
+         written out, no block cache; `dd`: differential-dataflow; `budget@BYTES`: the budget \
+         engine at that budget. Ratios are of updates/s (higher is better for the first \
+         engine) and of peak heap (lower is better).\n\n\
          ## Ratios\n\n",
     );
     let find = |runs: &'_ [Run], name: &str| -> Option<usize> {
-        args.engines
+        engines
             .iter()
             .position(|e| e == name)
             .filter(|&i| i < runs.len())
@@ -250,10 +276,49 @@ fn report(args: &Args, cells: &[(String, u64, Vec<Run>)]) -> String {
         ],
         &rows,
     ));
+    if !args.sweep.is_empty() {
+        text.push_str("\n## Budgets\n\nThe budget engine at each budget, against memory.\n\n");
+        let mut rows = Vec::new();
+        for (graph, batch, runs) in cells {
+            let memory = find(runs, "memory").map(|i| &runs[i]);
+            for budget in std::iter::once(args.budget).chain(args.sweep.iter().copied()) {
+                let name = if budget == args.budget {
+                    "budget".to_string()
+                } else {
+                    format!("budget@{budget}")
+                };
+                let (Some(run), Some(memory)) = (find(runs, &name).map(|i| &runs[i]), memory)
+                else {
+                    continue;
+                };
+                let speed = run.report.updates_per_second();
+                let memory_speed = memory.report.updates_per_second();
+                rows.push(vec![
+                    graph.clone(),
+                    batch.to_string(),
+                    bytes(budget as usize),
+                    ratio(speed, memory_speed),
+                    ratio(run.heap as f64, memory.heap as f64),
+                    bytes(run.heap),
+                ]);
+            }
+        }
+        text.push_str(&markdown_table(
+            &[
+                "graph",
+                "batch",
+                "budget",
+                "speed / memory",
+                "peak heap / memory",
+                "peak heap",
+            ],
+            &rows,
+        ));
+    }
     text.push_str("\n## Runs\n\n");
     let mut rows = Vec::new();
     for (graph, batch, runs) in cells {
-        for (engine, run) in args.engines.iter().zip(runs) {
+        for (engine, run) in engines.iter().zip(runs) {
             let storage = run.storage.as_ref();
             let io = storage.map_or(String::new(), |s| {
                 format!(
