@@ -8,9 +8,16 @@
 //! alive for its readers after the cache drops its handle, and are freed when the last reader
 //! lets go. Every block's words are counted while alive, cached or not
 //! ([`CacheStats::resident_bytes`]), so pinned bytes are visible.
+//!
+//! A block enters the cache on its second miss, not its first (a *doorkeeper*, as in
+//! TinyLFU): the keys of blocks missed once are remembered, up to as many as the cache holds
+//! blocks, and forgotten all at once when there are more. Under a small budget most blocks a
+//! lookup reads are read once and not again before they would be evicted: caching each cost
+//! an insertion and an eviction for nothing, more than the few hits saved (see
+//! docs/perf-notes.md, section "Storage: block cache admission").
 
 use lru::LruCache;
-use rustc_hash::FxBuildHasher;
+use rustc_hash::{FxBuildHasher, FxHashSet};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -74,13 +81,19 @@ struct CacheState {
     /// The cached blocks, by last use.
     entries: LruCache<BlockKey, Block, FxBuildHasher>,
     bytes: usize,
+    /// Blocks missed once since the set was last cleared, and not cached.
+    missed_once: FxHashSet<BlockKey>,
 }
+
+/// The fewest keys of blocks missed once the cache remembers, however few blocks it holds.
+const MISSED_ONCE_MIN: usize = 1024;
 
 impl Default for CacheState {
     fn default() -> Self {
         Self {
             entries: LruCache::unbounded_with_hasher(FxBuildHasher),
             bytes: 0,
+            missed_once: FxHashSet::default(),
         }
     }
 }
@@ -163,10 +176,18 @@ impl BlockCache {
         self.state().entries.get(&key).map(Arc::clone)
     }
 
+    /// Caches `block`, just read, if it was missed once before (see the module documentation).
     fn insert(&self, key: BlockKey, block: &Block) {
         let mut state = self.state();
         if state.entries.contains(&key) {
             return; // Another worker read it meanwhile.
+        }
+        if !state.missed_once.remove(&key) {
+            if state.missed_once.len() >= state.entries.len().max(MISSED_ONCE_MIN) {
+                state.missed_once.clear();
+            }
+            state.missed_once.insert(key);
+            return;
         }
         state.entries.put(key, Arc::clone(block));
         state.bytes += block.byte_len();
@@ -235,27 +256,58 @@ mod tests {
         move || Ok(vec![7; words])
     }
 
+    /// Reads `block` of file 1 twice, so that the cache takes it in (on its second miss).
+    fn admit(cache: &BlockCache, block: u32) {
+        cache.get((1, block), read(10)).unwrap();
+        cache.get((1, block), read(10)).unwrap();
+    }
+
     #[test]
     fn hits_after_a_miss_and_evicts_least_recently_used() {
         let cache = BlockCache::new(3 * 80);
         for block in 0..3 {
-            cache.get((1, block), read(10)).unwrap();
+            admit(&cache, block);
         }
         cache.get((1, 0), read(10)).unwrap(); // hit: block 0 is now the most recent
-        cache.get((1, 3), read(10)).unwrap(); // evicts block 1
+        admit(&cache, 3); // evicts block 1
         let stats = cache.stats();
-        assert_eq!((stats.hits, stats.misses, stats.evictions), (1, 4, 1));
+        assert_eq!((stats.hits, stats.misses, stats.evictions), (1, 8, 1));
         assert_eq!(stats.cached_bytes, 240);
         cache.get((1, 0), read(10)).unwrap();
         assert_eq!(cache.stats().hits, 2);
         cache.get((1, 1), read(10)).unwrap();
-        assert_eq!(cache.stats().misses, 5, "block 1 was evicted");
+        assert_eq!(cache.stats().misses, 9, "block 1 was evicted");
+    }
+
+    #[test]
+    fn blocks_missed_once_are_not_cached() {
+        let cache = BlockCache::new(1 << 20);
+        for block in 0..100 {
+            cache.get((1, block), read(10)).unwrap();
+        }
+        assert_eq!(cache.stats().cached_bytes, 0, "each block read once");
+        cache.get((1, 7), read(10)).unwrap();
+        assert_eq!(cache.stats().cached_bytes, 80, "block 7 missed twice");
+        cache.get((1, 7), read(10)).unwrap();
+        assert_eq!(cache.stats().hits, 1);
+        // The keys missed once are forgotten past MISSED_ONCE_MIN (the cache holds fewer).
+        for block in 100..100 + MISSED_ONCE_MIN as u32 {
+            cache.get((1, block), read(10)).unwrap();
+        }
+        cache.get((1, 8), read(10)).unwrap();
+        assert_eq!(
+            cache.stats().cached_bytes,
+            80,
+            "block 8's first miss was forgotten"
+        );
     }
 
     #[test]
     fn pinned_blocks_outlive_eviction_and_are_counted() {
         let cache = BlockCache::new(80);
+        admit(&cache, 0);
         let pinned = cache.get((1, 0), read(10)).unwrap();
+        admit(&cache, 1);
         let _other = cache.get((1, 1), read(10)).unwrap();
         // Both pinned, one cached: the cache dropped its handle on the older, its words live on.
         assert_eq!(cache.stats().cached_bytes, 80);
@@ -281,25 +333,27 @@ mod tests {
         assert_eq!(cache.stats().resident_bytes, 0);
         cache.get((1, 0), read(10)).unwrap();
         assert_eq!(cache.stats().misses, 2);
+        assert_eq!(cache.stats().cached_bytes, 0, "not even on a second miss");
     }
 
     #[test]
     fn passing_reads_use_the_cache_without_filling_it() {
         let cache = BlockCache::new(1000);
-        cache.get((1, 0), read(10)).unwrap();
+        admit(&cache, 0);
         cache.get_passing((1, 0), read(10)).unwrap();
         cache.get_passing((1, 1), read(10)).unwrap();
         let stats = cache.stats();
-        assert_eq!((stats.hits, stats.misses), (1, 2));
+        assert_eq!((stats.hits, stats.misses), (1, 3));
         assert_eq!(stats.cached_bytes, 80, "the passing miss is not cached");
         cache.get_passing((1, 1), read(10)).unwrap();
-        assert_eq!(cache.stats().misses, 3);
+        assert_eq!(cache.stats().misses, 4);
     }
 
     #[test]
     fn forgetting_a_file_drops_its_blocks() {
         let cache = BlockCache::new(1000);
-        cache.get((1, 0), read(10)).unwrap();
+        admit(&cache, 0);
+        cache.get((2, 0), read(10)).unwrap();
         cache.get((2, 0), read(10)).unwrap();
         cache.forget(1, 1);
         assert_eq!(cache.stats().cached_bytes, 80);
