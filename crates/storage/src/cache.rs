@@ -10,11 +10,14 @@
 //! ([`CacheStats::resident_bytes`]), so pinned bytes are visible.
 //!
 //! A block enters the cache on its second miss, not its first (a *doorkeeper*, as in
-//! TinyLFU): the keys of blocks missed once are remembered, up to as many as the cache holds
-//! blocks, and forgotten all at once when there are more. Under a small budget most blocks a
-//! lookup reads are read once and not again before they would be evicted: caching each cost
-//! an insertion and an eviction for nothing, more than the few hits saved (see
-//! docs/perf-notes.md, section "Storage: block cache admission").
+//! TinyLFU): the keys of blocks missed once are remembered in two generations of as many keys
+//! as the cache has room for blocks (of the size of the one just read), the older dropped
+//! when the newer fills. A block missed again while remembered was read twice within about
+//! the cache's capacity, as a block must be to hit in an LRU cache of that size; under a small
+//! budget most blocks a lookup reads are not read again before they would be evicted, and
+//! caching each cost an insertion and an eviction for nothing (see docs/perf-notes.md, section
+//! "Storage: block cache admission"). The keys take some 40 bytes per block of capacity,
+//! under 1% of the cache's bytes with blocks of a few KiB.
 
 use lru::LruCache;
 use rustc_hash::{FxBuildHasher, FxHashSet};
@@ -81,11 +84,11 @@ struct CacheState {
     /// The cached blocks, by last use.
     entries: LruCache<BlockKey, Block, FxBuildHasher>,
     bytes: usize,
-    /// Blocks missed once since the set was last cleared, and not cached.
-    missed_once: FxHashSet<BlockKey>,
+    /// Blocks missed once and not cached: the newer generation, then the older.
+    missed_once: [FxHashSet<BlockKey>; 2],
 }
 
-/// The fewest keys of blocks missed once the cache remembers, however few blocks it holds.
+/// The fewest keys of blocks missed once a generation holds, however small the cache.
 const MISSED_ONCE_MIN: usize = 1024;
 
 impl Default for CacheState {
@@ -93,7 +96,7 @@ impl Default for CacheState {
         Self {
             entries: LruCache::unbounded_with_hasher(FxBuildHasher),
             bytes: 0,
-            missed_once: FxHashSet::default(),
+            missed_once: Default::default(),
         }
     }
 }
@@ -182,11 +185,14 @@ impl BlockCache {
         if state.entries.contains(&key) {
             return; // Another worker read it meanwhile.
         }
-        if !state.missed_once.remove(&key) {
-            if state.missed_once.len() >= state.entries.len().max(MISSED_ONCE_MIN) {
-                state.missed_once.clear();
+        let [newer, older] = &mut state.missed_once;
+        if !newer.remove(&key) && !older.remove(&key) {
+            let room = (self.budget / block.byte_len().max(1)).max(MISSED_ONCE_MIN);
+            if newer.len() >= room {
+                std::mem::swap(newer, older);
+                newer.clear();
             }
-            state.missed_once.insert(key);
+            newer.insert(key);
             return;
         }
         state.entries.put(key, Arc::clone(block));
@@ -281,7 +287,8 @@ mod tests {
 
     #[test]
     fn blocks_missed_once_are_not_cached() {
-        let cache = BlockCache::new(1 << 20);
+        // Room for 100 blocks: generations of MISSED_ONCE_MIN keys.
+        let cache = BlockCache::new(100 * 80);
         for block in 0..100 {
             cache.get((1, block), read(10)).unwrap();
         }
@@ -290,15 +297,23 @@ mod tests {
         assert_eq!(cache.stats().cached_bytes, 80, "block 7 missed twice");
         cache.get((1, 7), read(10)).unwrap();
         assert_eq!(cache.stats().hits, 1);
-        // The keys missed once are forgotten past MISSED_ONCE_MIN (the cache holds fewer).
-        for block in 100..100 + MISSED_ONCE_MIN as u32 {
-            cache.get((1, block), read(10)).unwrap();
-        }
+        // Block 8's first miss is remembered while its generation is the older one...
+        let fill = |from: u32| {
+            for block in from..from + MISSED_ONCE_MIN as u32 {
+                cache.get((2, block), read(10)).unwrap();
+            }
+        };
+        fill(0);
         cache.get((1, 8), read(10)).unwrap();
+        assert_eq!(cache.stats().cached_bytes, 160, "block 8 missed twice");
+        // ... and forgotten once a newer one has filled too.
+        fill(10_000);
+        fill(20_000);
+        cache.get((1, 9), read(10)).unwrap();
         assert_eq!(
             cache.stats().cached_bytes,
-            80,
-            "block 8's first miss was forgotten"
+            160,
+            "block 9's first miss was forgotten"
         );
     }
 
