@@ -378,6 +378,7 @@ fn memory_budgets_give_the_same_bytes() {
                 .chain(&["--summary", "--output", rows_arg])
                 .copied()
                 .collect();
+            let _ = std::fs::remove_file(&rows);
             let output = run(ripple().args(&args).env("TMPDIR", &temp));
             assert!(output.status.success(), "{args:?}: {}", stderr(&output));
             let written = std::fs::read(&rows).expect("the rows written");
@@ -395,6 +396,9 @@ fn memory_budgets_give_the_same_bytes() {
                 assert_eq!(left, 0, "{args:?} left files in {}", dir.display());
             }
         }
+    }
+    for dir in [&spill, &temp, rows.parent().expect("a folder")] {
+        let _ = std::fs::remove_dir_all(dir);
     }
 }
 

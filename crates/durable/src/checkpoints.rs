@@ -471,7 +471,7 @@ impl<'a, D: Data> KWayMerge<'a, D> {
                 .inputs
                 .iter()
                 .zip(&self.next_key)
-                .map(|(input, key)| input.cursor_at(*key))
+                .map(|(input, key)| input.scan_cursor_at(*key))
                 .collect();
             let mut part = Updates::default();
             let mut exhausted = false;

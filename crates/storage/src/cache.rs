@@ -16,8 +16,9 @@
 //! the cache's capacity, as a block must be to hit in an LRU cache of that size; under a small
 //! budget most blocks a lookup reads are not read again before they would be evicted, and
 //! caching each cost an insertion and an eviction for nothing (see docs/perf-notes.md, section
-//! "Storage: block cache admission"). The keys take some 40 bytes per block of capacity,
-//! under 1% of the cache's bytes with blocks of a few KiB.
+//! "Storage: block cache admission"). A generation holds at least 1,024 keys however small
+//! the cache; the keys, some 40 bytes each and not counted in the budget, come to under 1% of
+//! the cache's bytes with blocks of a few KiB once the cache has room for over 1,024 blocks.
 
 use lru::LruCache;
 use rustc_hash::{FxBuildHasher, FxHashSet};
@@ -122,15 +123,17 @@ impl BlockCache {
     }
 
     fn state(&self) -> MutexGuard<'_, CacheState> {
-        // A worker that panicked while holding the lock left the map consistent (every
-        // change is a single insert or remove), so a poisoned lock is still usable.
+        // A panic while the lock is held can only come from the allocator or a bug of the
+        // list's; what is left is at worst a block too many or too few counted, which only
+        // skews when the cache evicts, so a poisoned lock is still usable.
         self.state
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// The block `key`, from the cache or else read by `read` (outside the cache's lock, so
-    /// workers read in parallel) and cached.
+    /// workers read in parallel) and cached if it was missed once before (see the module
+    /// documentation).
     pub fn get<E>(
         &self,
         key: BlockKey,
@@ -139,8 +142,9 @@ impl BlockCache {
         self.get_or_read(key, read, true)
     }
 
-    /// Like [`BlockCache::get`] for a block read once, in order (a merge's input): from the
-    /// cache if there, else read and not cached, so that a merge streaming through a batch
+    /// Like [`BlockCache::get`] for a block read once, in order (a merge's input, a scan):
+    /// from the cache if there, without making it the most recently used, else read and
+    /// neither cached nor remembered as missed, so that a merge streaming through a batch
     /// does not evict the blocks lookups come back to.
     pub fn get_passing<E>(
         &self,
@@ -156,7 +160,7 @@ impl BlockCache {
         read: impl FnOnce() -> Result<Vec<u64>, E>,
         keep: bool,
     ) -> Result<Block, E> {
-        if let Some(block) = self.lookup(key) {
+        if let Some(block) = self.lookup(key, keep) {
             self.hits.fetch_add(1, Ordering::Relaxed);
             return Ok(block);
         }
@@ -175,8 +179,15 @@ impl BlockCache {
         Ok(block)
     }
 
-    fn lookup(&self, key: BlockKey) -> Option<Block> {
-        self.state().entries.get(&key).map(Arc::clone)
+    /// The cached block `key`, made the most recently used if `touch`.
+    fn lookup(&self, key: BlockKey, touch: bool) -> Option<Block> {
+        let mut state = self.state();
+        let block = if touch {
+            state.entries.get(&key)
+        } else {
+            state.entries.peek(&key)
+        };
+        block.map(Arc::clone)
     }
 
     /// Caches `block`, just read, if it was missed once before (see the module documentation).
@@ -215,15 +226,20 @@ impl BlockCache {
         }
     }
 
-    /// Drops the cached blocks `0..blocks` of file `file` (its file is gone).
+    /// Drops the cached blocks `0..blocks` of file `file` (its file is gone), and their keys
+    /// among those missed once.
     pub fn forget(&self, file: u64, blocks: usize) {
         let mut state = self.state();
-        if state.entries.is_empty() {
+        if state.entries.is_empty() && state.missed_once.iter().all(|keys| keys.is_empty()) {
             return;
         }
         for index in 0..blocks {
-            if let Some(block) = state.entries.pop(&(file, index as u32)) {
+            let key = (file, index as u32);
+            if let Some(block) = state.entries.pop(&key) {
                 state.bytes -= block.byte_len();
+            }
+            for keys in &mut state.missed_once {
+                keys.remove(&key);
             }
         }
     }
@@ -269,7 +285,7 @@ mod tests {
     }
 
     #[test]
-    fn hits_after_a_miss_and_evicts_least_recently_used() {
+    fn hits_after_two_misses_and_evicts_least_recently_used() {
         let cache = BlockCache::new(3 * 80);
         for block in 0..3 {
             admit(&cache, block);
@@ -314,6 +330,32 @@ mod tests {
             cache.stats().cached_bytes,
             160,
             "block 9's first miss was forgotten"
+        );
+    }
+
+    /// A generation holds as many keys as the cache has room for blocks, when that is more
+    /// than `MISSED_ONCE_MIN`; a forgotten file's keys go.
+    #[test]
+    fn generations_follow_the_cache_room() {
+        let room = 3 * MISSED_ONCE_MIN as u32;
+        let cache = BlockCache::new(room as usize * 80);
+        cache.get((1, 0), read(10)).unwrap();
+        for block in 0..room - 1 {
+            cache.get((2, block), read(10)).unwrap();
+        }
+        cache.get((1, 0), read(10)).unwrap();
+        assert_eq!(
+            cache.stats().cached_bytes,
+            80,
+            "remembered through `room` misses"
+        );
+        cache.get((3, 0), read(10)).unwrap();
+        cache.forget(3, 1);
+        cache.get((3, 0), read(10)).unwrap();
+        assert_eq!(
+            cache.stats().cached_bytes,
+            80,
+            "a forgotten file's first miss is gone"
         );
     }
 
@@ -362,6 +404,22 @@ mod tests {
         assert_eq!(stats.cached_bytes, 80, "the passing miss is not cached");
         cache.get_passing((1, 1), read(10)).unwrap();
         assert_eq!(cache.stats().misses, 4);
+        // A passing miss is not remembered as a first miss: the next read is the first.
+        cache.get((1, 1), read(10)).unwrap();
+        assert_eq!(
+            cache.stats().cached_bytes,
+            80,
+            "block 1's passing misses do not count"
+        );
+        // A passing hit does not make its block the most recent.
+        let cache = BlockCache::new(2 * 80);
+        admit(&cache, 0);
+        admit(&cache, 1);
+        cache.get_passing((1, 0), read(10)).unwrap();
+        admit(&cache, 2); // evicts block 0, the least recently used still
+        let hits = cache.stats().hits;
+        cache.get((1, 1), read(10)).unwrap();
+        assert_eq!(cache.stats().hits, hits + 1, "block 1 stayed");
     }
 
     #[test]

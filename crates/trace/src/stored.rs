@@ -51,9 +51,11 @@ pub(crate) type Pins = FrozenMap<usize, Block, FxBuildHasher>;
 /// Whether the blocks a reader reads go into the block cache.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Reads {
-    /// Cached: lookups and scans, which may come back to a block.
+    /// Cached (on a block's second miss, see `ripple_storage::BlockCache`): lookups and
+    /// cursors, which may come back to a block.
     Cached,
-    /// Not cached (taken from the cache if there): a merge's inputs, read once in order.
+    /// Not cached (taken from the cache if there): merges' inputs, scans and checks, which
+    /// read each block once, in order.
     Passing,
 }
 

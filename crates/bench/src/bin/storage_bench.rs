@@ -11,9 +11,10 @@
 //!   (the worst case: every read of a stored batch goes to the file);
 //! - `dd`: differential-dataflow, in memory.
 //!
-//! With `--sweep`, the `budget` engine also runs at each of those budgets (as engines named
-//! `budget@BYTES`, alternating with the others), and a table gives each budget's speed and
-//! peak heap against the in-memory run: what a budget costs, budget by budget.
+//! With `--sweep BUDGETS`, the `budget` engine also runs at each of those budgets (as engines
+//! named `budget@BYTES`, alternating with the others; repeats and `--budget` itself are run
+//! once), and a table gives each budget's speed and peak heap against the in-memory run:
+//! what a budget costs, budget by budget.
 //!
 //! Reported per engine: updates/s, total time, peak heap (a counting allocator, reset before
 //! each run: cached and pinned blocks are heap too), and for ripple with storage the bytes
@@ -94,10 +95,10 @@ fn storage_for(engine: &str, budget: u64) -> Option<Arc<Storage>> {
     let swept = engine
         .strip_prefix("budget@")
         .map(|bytes| bytes.parse::<usize>().expect("a budget in bytes"));
-    let settings = match engine {
-        _ if swept.is_some() => StorageSettings::with_budget(swept.unwrap_or_default()),
-        "budget" => StorageSettings::with_budget(budget as usize),
-        "forced" => StorageSettings {
+    let settings = match (engine, swept) {
+        (_, Some(bytes)) => StorageSettings::with_budget(bytes),
+        ("budget", None) => StorageSettings::with_budget(budget as usize),
+        ("forced", None) => StorageSettings {
             spill_min_bytes: 0,
             cache_bytes: 0,
             ..StorageSettings::with_budget(0)
@@ -162,6 +163,10 @@ fn main() -> ExitCode {
         eprintln!("storage-bench: --sweep compares with the memory engine: add it to --engines");
         return ExitCode::from(2);
     }
+    args.sweep.sort_unstable();
+    args.sweep.dedup();
+    let budget = args.budget;
+    args.sweep.retain(|&swept| swept != budget);
     let swept = args.sweep.iter().map(|budget| format!("budget@{budget}"));
     let engines: Vec<String> = args.engines.iter().cloned().chain(swept).collect();
     let mut cells = Vec::new();
