@@ -96,7 +96,7 @@ impl<U: Update> Batch<U> {
     }
 
     /// [`Batch::cursor_at`] for a reader that reads each block once, in order (a merge, a
-    /// scan): in a stored batch, the blocks it reads are not cached (see [`Reads::Passing`]).
+    /// scan): in a stored batch, the blocks it reads are not cached (see `Reads::Passing`).
     pub fn scan_cursor_at(&self, key: usize) -> BatchCursor<'_, U> {
         let mut cursor = self.unopened_cursor(Reads::Passing);
         cursor.set_key_index(key);
