@@ -105,7 +105,7 @@ pub fn run_dd(source: Arc<Source>, options: &RunOptions) -> RunReport {
                 report.load_changes = changes;
                 updates_began = Some(Instant::now());
             } else {
-                report.latencies.push(began.elapsed());
+                report.latencies.record(began.elapsed());
                 report.update_times += times;
                 report.update_changes += changes;
             }

@@ -24,8 +24,8 @@ const LEFT: f64 = 70.0;
 const RIGHT: f64 = 300.0;
 const TOP: f64 = 40.0;
 const BOTTOM: f64 = 60.0;
-/// Points drawn per curve at most (evenly spaced in rank).
-const POINTS: usize = 400;
+/// Points drawn per curve at most (evenly spaced in rank): as many samples as a curve needs.
+pub const POINTS: usize = 400;
 
 fn escape(text: &str) -> String {
     text.replace('&', "&amp;")

@@ -16,6 +16,7 @@ pub mod computation;
 pub mod destination;
 pub mod follow;
 pub mod generator;
+pub mod latency;
 pub mod options;
 pub mod output;
 pub mod progress;

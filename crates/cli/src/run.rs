@@ -415,7 +415,7 @@ fn drive(
             updates_began = Instant::now();
             work_began = WorkCounts::now();
         } else {
-            report.latencies.push(elapsed);
+            report.latencies.record(elapsed);
             report.update_times += times;
             report.update_changes += changes;
         }

@@ -19,13 +19,13 @@ use ripple_bench::alloc::{peak_during, CountingAlloc};
 use ripple_bench::args::parse_graph;
 use ripple_bench::dd::run_dd;
 use ripple_bench::report::{bytes, markdown_table, median_by};
-use ripple_bench::svg::{cdf_plot, Curve, PALETTE};
+use ripple_bench::svg::{cdf_plot, Curve, PALETTE, POINTS};
 use ripple_cli::computation::Computation;
 use ripple_cli::generator::GraphSpec;
 use ripple_cli::options::{Cluster, RunOptions};
 use ripple_cli::run::{run, Input};
 use ripple_cli::source::Source;
-use ripple_cli::stats::{human_duration, quantile, RunReport};
+use ripple_cli::stats::{human_duration, RunReport};
 use ripple_dataflow::RippleConfig;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -225,9 +225,9 @@ fn engine_row(m: &Measured, engine: &str, report: &RunReport, heap: usize) -> Ve
         human_duration(report.load),
         human_duration(report.total),
         format!("{:.0}", report.updates_per_second()),
-        human_duration(quantile(&report.latencies, 0.5)),
-        human_duration(quantile(&report.latencies, 0.99)),
-        human_duration(quantile(&report.latencies, 1.0)),
+        human_duration(report.latencies.quantile(0.5)),
+        human_duration(report.latencies.quantile(0.99)),
+        human_duration(report.latencies.max()),
         bytes(heap),
         format!("`{:016x}`", report.checksum.0),
     ]
@@ -390,7 +390,7 @@ fn write_latency_plots(
                     label: format!("{engine} w{} b{}", m.workers, m.batch),
                     color,
                     dashed,
-                    samples: report.latencies.clone(),
+                    samples: report.latencies.curve(POINTS),
                 });
             }
         }

@@ -54,6 +54,9 @@ struct Args {
     /// 50,000,000 edges, CLIQUE x (CLIQUE - 1) + TAIL).
     #[arg(long, default_value = "100/1000")]
     lollipop: String,
+    /// The computations to run (paths run `cc` only): any of bfs, reach, cc.
+    #[arg(long, value_delimiter = ',', default_values = ["bfs", "reach", "cc"])]
+    computations: Vec<Computation>,
     /// Worker counts (threads of one process).
     #[arg(long, value_delimiter = ',', default_values_t = [1usize])]
     workers: Vec<usize>,
@@ -255,14 +258,22 @@ fn main() -> ExitCode {
         eprintln!("diameter-bench: {error}");
         return ExitCode::from(2);
     }
-    let iterative = [Computation::Bfs, Computation::Reach, Computation::Cc];
+    let iterative: Vec<Computation> = [Computation::Bfs, Computation::Reach, Computation::Cc]
+        .into_iter()
+        .filter(|computation| args.computations.contains(computation))
+        .collect();
+    let on_paths: Vec<Computation> = iterative
+        .iter()
+        .copied()
+        .filter(|&computation| computation == Computation::Cc)
+        .collect();
     let mut cells: Vec<(Graph, Vec<Computation>)> = args
         .paths
         .iter()
-        .map(|&nodes| (path(nodes), vec![Computation::Cc]))
+        .map(|&nodes| (path(nodes), on_paths.clone()))
         .collect();
-    cells.push((grid(args.grid), iterative.to_vec()));
-    cells.push((lollipop(clique, tail), iterative.to_vec()));
+    cells.push((grid(args.grid), iterative.clone()));
+    cells.push((lollipop(clique, tail), iterative));
     let began = Instant::now();
     let mut results = Vec::new();
     for (graph, computations) in &cells {

@@ -24,7 +24,7 @@ use ripple_cli::options::{Cluster, RunOptions};
 use ripple_cli::run::{run, Input};
 use ripple_cli::source::{Fed, Feed, Source};
 use ripple_cli::state::{CheckpointSummary, Durability, InputKind, OutputKind};
-use ripple_cli::stats::{human_duration, quantile, RunReport};
+use ripple_cli::stats::{human_duration, RunReport};
 use ripple_dataflow::RippleConfig;
 use ripple_durable::{Checkpoints, StateDir};
 use std::collections::HashMap;
@@ -225,7 +225,7 @@ fn recovery(spec: GraphSpec, batch: u64, args: &Args, expected: u64) -> Recovery
         load,
         redo,
         rehydration: report.load,
-        first_step: report.latencies.first().copied().unwrap_or_default(),
+        first_step: report.latencies.first().unwrap_or_default(),
         frontier: resume.frontier,
         checksum_matches: report.checksum.0 == expected,
     }
@@ -325,7 +325,7 @@ fn report(args: &Args, cells: &[(u64, Run, Run, Recovery)]) -> String {
         let snapshot = durable.snapshot.as_ref().expect("a durable run");
         let checkpoints = &snapshot.checkpoints;
         let count = checkpoints.count.max(1);
-        let p99 = |run: &Run| quantile(&run.report.latencies, 0.99);
+        let p99 = |run: &Run| run.report.latencies.quantile(0.99);
         let input_updates = durable.report.load_changes + durable.report.update_changes;
         rows.push(vec![
             batch.to_string(),
