@@ -9,8 +9,10 @@ use crate::cursor::BatchCursor;
 use crate::description::Description;
 use crate::history::{HistoriesBuilder, HistoriesView};
 use crate::offsets::OffsetList;
+use crate::view::BatchView;
 use columnar::{Borrow, Clear, Columnar, Container, ContainerOf, Index, Len, Push, Ref};
 use ripple_updates::{Update, UpdatesView};
+use std::ops::Range;
 
 /// Appends sorted, consolidated updates; [`Builder::done`] turns them into a [`Batch`].
 pub struct Builder<U: Update> {
@@ -194,6 +196,36 @@ impl<U: Update> Builder<U> {
         }
         cursor.step_key();
         read
+    }
+
+    /// Copies keys `keys` of `view` as they are, with their values and histories (sorted and
+    /// consolidated, as a batch holds them), and returns the number of updates copied. The
+    /// first must come after every key pushed so far; the last stays open, as a pushed key
+    /// does. Column by column: a merge copies runs of keys that the other input has nothing
+    /// between, and key by key each cost the opening and closing of every key and value.
+    pub(crate) fn copy_keys(&mut self, view: &BatchView<'_, U>, keys: Range<usize>) -> usize {
+        debug_assert!(keys.start < keys.end && keys.end <= view.keys.len());
+        debug_assert!(
+            self.is_new_key(view.keys.get(keys.start)),
+            "keys must arrive in order"
+        );
+        let vals = view.key_ends.start(keys.start)..view.key_ends.end(keys.end - 1);
+        let updates = view.val_ends.start(vals.start)..view.val_ends.end(vals.end - 1);
+        self.close_key();
+        let (vals_base, updates_base) = (self.vals.len(), self.histories.len());
+        self.keys.extend_from_self(view.keys, keys.clone());
+        for key in keys.start..keys.end - 1 {
+            self.key_ends
+                .push(vals_base + view.key_ends.end(key) - vals.start);
+        }
+        self.vals.extend_from_self(view.vals, vals.clone());
+        for val in vals.start..vals.end - 1 {
+            self.val_ends
+                .push(updates_base + view.val_ends.end(val) - updates.start);
+        }
+        let copied = updates.len();
+        self.histories.extend_from(&view.histories, updates);
+        copied
     }
 
     /// Copies the current value `val` of `cursor` (whose key is `key`) as it is, steps past
@@ -415,6 +447,68 @@ mod tests {
     }
 
     proptest! {
+        /// Runs of keys copied whole from a batch (`copy_keys`), between keys pushed one by one
+        /// before, between and after them, build the batch that pushing every update builds:
+        /// the copied keys' offsets are rebased onto what the builder held, and the last copied
+        /// key stays open for the pushes after it.
+        #[test]
+        fn copied_runs_of_keys_build_what_pushes_build(
+            source in proptest::collection::vec((0u64..60, 0u64..4, 0u64..8, -2i64..3), 1..300),
+            cuts in proptest::collection::vec(0usize..61, 0..6),
+        ) {
+            let mut source = source;
+            consolidate_rows::<U>(&mut source);
+            prop_assume!(!source.is_empty());
+            let batch = {
+                let mut builder = Builder::<U>::new();
+                push_all(&mut builder, &source);
+                builder.done(description(10))
+            };
+            // Keys below each cut alternate between copying and pushing, in runs; key `k` of
+            // the source becomes `2k + 1`, and a pushed key `2k` goes before each copied run.
+            let mut cuts = cuts;
+            cuts.push(61);
+            cuts.sort_unstable();
+            let view = batch.view().expect("in memory");
+            let source_keys: &[u64] = view.keys;
+            let mut expected: Vec<(u64, u64, u64, i64)> = Vec::new();
+            let mut builder = Builder::<U>::new();
+            let shifted = |(k, v, t, r): (u64, u64, u64, i64)| (2 * k + 1, v, t, r);
+            let mut from = 0;
+            for (run, &cut) in cuts.iter().enumerate() {
+                let keys = from..(0..source_keys.len()).find(|&i| source_keys[i] >= cut as u64).unwrap_or(source_keys.len());
+                from = keys.end;
+                if keys.is_empty() {
+                    continue;
+                }
+                let rows: Vec<_> = source.iter().copied().filter(|(k, ..)| (source_keys[keys.start]..=source_keys[keys.end - 1]).contains(k)).collect();
+                let first = source_keys[keys.start];
+                builder.push(&(2 * first), &0, &0, &1);
+                expected.push((2 * first, 0, 0, 1));
+                if run % 2 == 0 {
+                    let shifted_batch = {
+                        let mut b = Builder::<U>::new();
+                        push_all(&mut b, &source.iter().copied().map(shifted).collect::<Vec<_>>());
+                        b.done(description(10))
+                    };
+                    let shifted_view = shifted_batch.view().expect("in memory");
+                    let copied = builder.copy_keys(&shifted_view, keys.clone());
+                    prop_assert_eq!(copied, rows.len());
+                } else {
+                    for row in &rows {
+                        let (k, v, t, r) = shifted(*row);
+                        builder.push(&k, &v, &t, &r);
+                    }
+                }
+                Extend::extend(&mut expected, rows.into_iter().map(shifted));
+            }
+            // A push after the last run goes to its open key or to a new one.
+            let last = expected[expected.len() - 1];
+            builder.push(&last.0, &9, &0, &1);
+            expected.push((last.0, 9, 0, 1));
+            prop_assert_eq!(builder.done(description(10)).to_rows(), expected);
+        }
+
         /// A builder reused across batches (small ones that keep its buffers, large ones that
         /// release them) builds each batch exactly as a fresh builder does.
         #[test]

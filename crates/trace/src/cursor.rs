@@ -241,6 +241,13 @@ impl<'a, U: Update> BatchCursor<'a, U> {
         self.base + self.key
     }
 
+    /// Of a batch in memory, the view the cursor reads and the index of its current key in it
+    /// (none for a stored batch, whose view is one block).
+    #[inline(always)]
+    pub(crate) fn memory_view(&self) -> Option<(BatchView<'a, U>, usize)> {
+        self.blocks.is_none().then_some((self.view, self.key))
+    }
+
     /// Moves to key index `key` of the batch (at most the number of keys) and its first value.
     #[inline(always)]
     pub fn set_key_index(&mut self, key: usize) {

@@ -15,7 +15,7 @@ use crate::builder::Builder;
 use crate::cursor::BatchCursor;
 use crate::description::Description;
 use crate::writer::BatchWriter;
-use columnar::{Columnar, Ref};
+use columnar::{Columnar, Len, Ref};
 use ripple_storage::Storage;
 use ripple_updates::{AntichainRef, Lattice, Update};
 use std::cmp::Ordering;
@@ -207,6 +207,20 @@ impl<U: Update> Merge<U> {
                         Ordering::Equal => (ka, true, true),
                     },
                 };
+                if from_a != from_b {
+                    let (run, other, moves) = if from_a {
+                        (&mut a, b.get_key(), advance[0])
+                    } else {
+                        (&mut b, a.get_key(), advance[1])
+                    };
+                    if !moves {
+                        if let Some(copied) = copy_run(output, run, other, *fuel) {
+                            *fuel -= copied.max(1) as isize;
+                            slice -= 1;
+                            continue;
+                        }
+                    }
+                }
                 let inputs = (from_a.then_some(&mut a), from_b.then_some(&mut b));
                 let spent = output.push_key(key, |builder| {
                     merge_key(builder, scratch, since, *advance, inputs.0, inputs.1)
@@ -281,6 +295,31 @@ pub(crate) fn advancing_may_move<T: ripple_updates::Time>(
     !(T::advance_leaves_after(description.lower.borrow(), since)
         || (!description.since.is_empty()
             && T::advance_leaves_after(description.since.borrow(), since)))
+}
+
+/// Copies the keys of `run`, from its current one up to the first not before `other` (all
+/// the rest without one), into a builder in memory as they are, column by column, and steps
+/// past them; at most `fuel` keys (at least one). Returns the updates copied, or `None` where
+/// keys go one by one: to a file, or from a stored batch. The caller vouches that the current
+/// key comes before `other` and that advancing leaves the run's times alone.
+fn copy_run<U: Update>(
+    output: &mut Output<U>,
+    run: &mut BatchCursor<'_, U>,
+    other: Option<Ref<'_, U::Key>>,
+    fuel: isize,
+) -> Option<usize> {
+    let Output::Memory(builder) = output else {
+        return None;
+    };
+    let (view, at) = run.memory_view()?;
+    let end = match other {
+        Some(other) => run.search_key(at + 1, other),
+        None => view.keys.len(),
+    };
+    let end = end.min(at.saturating_add(fuel.max(1) as usize));
+    let copied = builder.copy_keys(&view, at..end);
+    run.set_key_index(end);
+    Some(copied)
 }
 
 /// Merges the current key of `a` and/or `b` (both at the same key when both are given) into
