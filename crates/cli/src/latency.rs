@@ -10,8 +10,9 @@ use std::time::Duration;
 /// counters (at 3 digits, about 34,000: more than the rest of a small graph's run).
 const DIGITS: u8 = 2;
 
-/// The longest latency told apart from longer ones (an hour); longer steps count as an hour in
-/// the quantiles, and `max` stays exact.
+/// The longest latency the histogram must tell apart from shorter ones (an hour; its buckets
+/// reach a little further, about 73 minutes): longer steps fall in its top bucket, and `max`
+/// stays exact.
 const LONGEST_NANOS: u64 = 3_600_000_000_000;
 
 /// The latencies of a run's steps: how many, the first, the longest, and quantiles.
@@ -46,6 +47,13 @@ impl Latencies {
         self.histogram.saturating_record(nanos.max(1));
         self.first.get_or_insert(elapsed);
         self.max = self.max.max(elapsed);
+    }
+
+    /// Forgets every step recorded, keeping the histogram's buckets.
+    pub fn clear(&mut self) {
+        self.histogram.reset();
+        self.first = None;
+        self.max = Duration::ZERO;
     }
 
     /// The number of steps recorded.
@@ -120,6 +128,34 @@ mod tests {
                 "quantile {q}: {got} µs against {exact} µs"
             );
         }
+    }
+
+    #[test]
+    fn a_curve_of_few_steps_holds_each_once_and_clear_forgets_them() {
+        let mut latencies = Latencies::new();
+        for millis in [3, 1, 2] {
+            latencies.record(Duration::from_millis(millis));
+        }
+        let curve: Vec<f64> = latencies
+            .curve(400)
+            .iter()
+            .map(|latency| latency.as_secs_f64() * 1e3)
+            .collect();
+        assert_eq!(curve.len(), 3);
+        for (got, exact) in curve.iter().zip([1.0, 2.0, 3.0]) {
+            assert!(
+                (got - exact).abs() <= exact * 0.01,
+                "{got} ms against {exact} ms"
+            );
+        }
+        // Longer than u64 nanoseconds: counted, and kept as the longest.
+        latencies.record(Duration::MAX);
+        assert_eq!((latencies.len(), latencies.max()), (4, Duration::MAX));
+        latencies.clear();
+        assert!(latencies.is_empty());
+        assert_eq!((latencies.first(), latencies.max()), (None, Duration::ZERO));
+        latencies.record(Duration::from_millis(5));
+        assert_eq!(latencies.first(), Some(Duration::from_millis(5)));
     }
 
     #[test]

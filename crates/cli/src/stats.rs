@@ -159,7 +159,10 @@ impl Ticker {
             return;
         }
         eprintln!("{}", self.line(elapsed, rows, resident_bytes()));
-        *self = Self::new(self.every);
+        self.began = Instant::now();
+        self.latencies.clear();
+        self.times = 0;
+        self.changes = 0;
     }
 
     fn line(&self, elapsed: Duration, rows: u64, resident: Option<u64>) -> String {

@@ -447,62 +447,67 @@ mod tests {
     }
 
     proptest! {
-        /// Runs of keys copied whole from a batch (`copy_keys`), between keys pushed one by one
-        /// before, between and after them, build the batch that pushing every update builds:
-        /// the copied keys' offsets are rebased onto what the builder held, and the last copied
-        /// key stays open for the pushes after it.
+        /// Runs of keys copied whole from a batch (`copy_keys`) into an empty builder, right
+        /// after another copy, or after keys pushed one by one, and pushes after them, build
+        /// the batch that pushing every update builds: the copied keys' offsets are rebased onto
+        /// what the builder held, and the last copied key stays open for the pushes after it.
+        /// With `expect` the histories go to the plain stage, and big sources to the large
+        /// batch path.
         #[test]
         fn copied_runs_of_keys_build_what_pushes_build(
-            source in proptest::collection::vec((0u64..60, 0u64..4, 0u64..8, -2i64..3), 1..300),
-            cuts in proptest::collection::vec(0usize..61, 0..6),
+            source in proptest::collection::vec((0u64..400, 0u64..4, 0u64..8, -2i64..3), 1..1500),
+            runs in proptest::collection::vec((0u64..401, any::<bool>(), any::<bool>()), 0..8),
+            expect in any::<bool>(),
         ) {
             let mut source = source;
             consolidate_rows::<U>(&mut source);
             prop_assume!(!source.is_empty());
+            // Key `k` of the source becomes `2k + 1`: a key `2k` pushed before a run of keys
+            // from `k` on comes before them and after the runs before.
+            let shifted = |(k, v, t, r): (u64, u64, u64, i64)| (2 * k + 1, v, t, r);
             let batch = {
                 let mut builder = Builder::<U>::new();
-                push_all(&mut builder, &source);
+                let rows: Vec<_> = source.iter().copied().map(shifted).collect();
+                push_all(&mut builder, &rows);
                 builder.done(description(10))
             };
-            // Keys below each cut alternate between copying and pushing, in runs; key `k` of
-            // the source becomes `2k + 1`, and a pushed key `2k` goes before each copied run.
-            let mut cuts = cuts;
-            cuts.push(61);
-            cuts.sort_unstable();
             let view = batch.view().expect("in memory");
-            let source_keys: &[u64] = view.keys;
-            let mut expected: Vec<(u64, u64, u64, i64)> = Vec::new();
+            let keys: Vec<u64> = source.iter().map(|row| row.0).collect::<std::collections::BTreeSet<_>>().into_iter().collect();
             let mut builder = Builder::<U>::new();
-            let shifted = |(k, v, t, r): (u64, u64, u64, i64)| (2 * k + 1, v, t, r);
+            if expect {
+                builder.expect(2 * source.len() + 2 * runs.len() + 1);
+            }
+            let mut expected: Vec<(u64, u64, u64, i64)> = Vec::new();
+            let mut runs = runs;
+            runs.sort_unstable();
+            runs.push((401, true, false));
             let mut from = 0;
-            for (run, &cut) in cuts.iter().enumerate() {
-                let keys = from..(0..source_keys.len()).find(|&i| source_keys[i] >= cut as u64).unwrap_or(source_keys.len());
-                from = keys.end;
-                if keys.is_empty() {
+            for (cut, copy, marker) in runs {
+                let end = keys.partition_point(|&key| key < cut);
+                if end <= from {
                     continue;
                 }
-                let rows: Vec<_> = source.iter().copied().filter(|(k, ..)| (source_keys[keys.start]..=source_keys[keys.end - 1]).contains(k)).collect();
-                let first = source_keys[keys.start];
-                builder.push(&(2 * first), &0, &0, &1);
-                expected.push((2 * first, 0, 0, 1));
-                if run % 2 == 0 {
-                    let shifted_batch = {
-                        let mut b = Builder::<U>::new();
-                        push_all(&mut b, &source.iter().copied().map(shifted).collect::<Vec<_>>());
-                        b.done(description(10))
-                    };
-                    let shifted_view = shifted_batch.view().expect("in memory");
-                    let copied = builder.copy_keys(&shifted_view, keys.clone());
-                    prop_assert_eq!(copied, rows.len());
-                } else {
-                    for row in &rows {
-                        let (k, v, t, r) = shifted(*row);
-                        builder.push(&k, &v, &t, &r);
-                    }
+                let range = from..end;
+                from = end;
+                let rows: Vec<_> = source
+                    .iter()
+                    .copied()
+                    .filter(|(k, ..)| (keys[range.start]..=keys[range.end - 1]).contains(k))
+                    .map(shifted)
+                    .collect();
+                if marker {
+                    let key = 2 * keys[range.start];
+                    builder.push(&key, &0, &0, &1);
+                    expected.push((key, 0, 0, 1));
                 }
-                Extend::extend(&mut expected, rows.into_iter().map(shifted));
+                if copy {
+                    prop_assert_eq!(builder.copy_keys(&view, range), rows.len());
+                } else {
+                    push_all(&mut builder, &rows);
+                }
+                Extend::extend(&mut expected, rows);
             }
-            // A push after the last run goes to its open key or to a new one.
+            // A push after the last run goes to its open key.
             let last = expected[expected.len() - 1];
             builder.push(&last.0, &9, &0, &1);
             expected.push((last.0, 9, 0, 1));

@@ -1,7 +1,8 @@
 //! Merging two adjacent batches into one, a bounded amount of work at a time.
 //!
 //! The spine merges batches in the background of inserts: each insert grants some fuel, and a
-//! [`Merge`] spends it key by key, keeping its positions between calls. While merging, times
+//! [`Merge`] spends it key by key (a run of keys that one input holds alone, column by column),
+//! keeping its positions between calls. While merging, times
 //! are advanced by the logical compaction frontier (`since`) and updates whose times become
 //! equal are consolidated, which is how a trace's memory follows its contents rather than its
 //! history.
@@ -17,6 +18,7 @@ use crate::description::Description;
 use crate::writer::BatchWriter;
 use columnar::{Columnar, Len, Ref};
 use ripple_storage::Storage;
+use ripple_updates::search::gallop;
 use ripple_updates::{AntichainRef, Lattice, Update};
 use std::cmp::Ordering;
 use std::sync::Arc;
@@ -158,7 +160,8 @@ impl<U: Update> Merge<U> {
     }
 
     /// Merges keys until `fuel` (in updates) is spent or the inputs are exhausted. Returns true
-    /// when the merge is complete. Work stops only between keys, so `fuel` may go negative.
+    /// when the merge is complete. Work stops only between keys, so `fuel` may go negative, by
+    /// less than one key's updates.
     pub fn work(&mut self, fuel: &mut isize) -> bool {
         let Self {
             older,
@@ -299,9 +302,10 @@ pub(crate) fn advancing_may_move<T: ripple_updates::Time>(
 
 /// Copies the keys of `run`, from its current one up to the first not before `other` (all
 /// the rest without one), into a builder in memory as they are, column by column, and steps
-/// past them; at most `fuel` keys (at least one). Returns the updates copied, or `None` where
-/// keys go one by one: to a file, or from a stored batch. The caller vouches that the current
-/// key comes before `other` and that advancing leaves the run's times alone.
+/// past them: as many as `fuel` updates pay for, and at least one key, so that a run spends
+/// no more than a key at a time would. Returns the updates copied, or `None` where keys go one
+/// by one: to a file, or from a stored batch. The caller vouches that the current key comes
+/// before `other` and that advancing leaves the run's times alone.
 fn copy_run<U: Update>(
     output: &mut Output<U>,
     run: &mut BatchCursor<'_, U>,
@@ -316,7 +320,11 @@ fn copy_run<U: Update>(
         Some(other) => run.search_key(at + 1, other),
         None => view.keys.len(),
     };
-    let end = end.min(at.saturating_add(fuel.max(1) as usize));
+    // The updates of keys `at..=key`; offsets only grow, so the keys that fit are a prefix.
+    let first = view.val_ends.start(view.key_ends.start(at));
+    let through = |key: usize| view.val_ends.end(view.key_ends.end(key) - 1) - first;
+    let budget = usize::try_from(fuel).unwrap_or(0);
+    let end = gallop(at + 1, end, |key| through(key) <= budget);
     let copied = builder.copy_keys(&view, at..end);
     run.set_key_index(end);
     Some(copied)
@@ -467,11 +475,29 @@ mod tests {
         (builder.done(description), rows)
     }
 
-    /// Merges in steps of `fuel`, as a spine's inserts would.
+    /// Merges in steps of `fuel`, as a spine's inserts would, checking that no step spends
+    /// more than its fuel and one key's updates (runs of keys copied whole included).
     fn merge(older: Batch<U>, newer: Batch<U>, since: &Antichain<P>, fuel: isize) -> Batch<U> {
+        let widest = [&older, &newer]
+            .iter()
+            .flat_map(|batch| {
+                let mut per_key = std::collections::BTreeMap::<u64, isize>::new();
+                for (key, ..) in batch.to_rows() {
+                    *per_key.entry(key).or_default() += 1;
+                }
+                per_key.into_values()
+            })
+            .max()
+            .unwrap_or(0);
         let mut merge = Merge::new(older, newer, since.borrow());
         let mut budget = fuel;
-        while !merge.work(&mut budget) {
+        loop {
+            let done = merge.work(&mut budget);
+            // Both inputs' updates of one key at most, past the fuel.
+            assert!(budget > -2 * widest, "spent {} of {fuel}", fuel - budget);
+            if done {
+                break;
+            }
             budget = fuel;
         }
         merge.complete()

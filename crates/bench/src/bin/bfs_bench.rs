@@ -275,7 +275,7 @@ fn write_report(
         "{} over the generated graph (`ripple bfs --help` documents the generator); \
          each update inserts one random edge and removes the oldest, at its own time; `batch` \
          times are fed per step. `updates/s` counts updates (times) after the initial load; \
-         latencies are per step; `peak heap` is the most heap the run held at once (a counting \
+         latencies are per step (p50 and p99 within 1%, max exact); `peak heap` is the most heap the run held at once (a counting \
          allocator). Each cell reports, per engine, the run with the median throughput of {} \
          (engines alternating, worker counts taking turns within each repetition); ratios are \
          ripple / differential.\n\n",

@@ -267,8 +267,13 @@ fn main() -> ExitCode {
         .copied()
         .filter(|&computation| computation == Computation::Cc)
         .collect();
-    let mut cells: Vec<(Graph, Vec<Computation>)> = args
-        .paths
+    // Paths run cc alone: without it they are not generated at all.
+    let paths = if on_paths.is_empty() {
+        &[][..]
+    } else {
+        &args.paths[..]
+    };
+    let mut cells: Vec<(Graph, Vec<Computation>)> = paths
         .iter()
         .map(|&nodes| (path(nodes), on_paths.clone()))
         .collect();
@@ -314,7 +319,7 @@ fn report(args: &Args, results: &[Measured], mismatch: Option<&str>) -> String {
         String::from("# Long-diameter graphs: ripple beside differential-dataflow 0.26\n\n");
     text.push_str(&format!(
         "Reproduce: `cargo run --release -p ripple-bench --bin diameter-bench -- --paths {} \
-         --dd-path-max {} --grid {} --lollipop {} --workers {} --runs {}`.\n\n",
+         --dd-path-max {} --grid {} --lollipop {} --computations {} --workers {} --runs {}`.\n\n",
         args.paths
             .iter()
             .map(u32::to_string)
@@ -323,6 +328,11 @@ fn report(args: &Args, results: &[Measured], mismatch: Option<&str>) -> String {
         args.dd_path_max,
         args.grid,
         args.lollipop,
+        args.computations
+            .iter()
+            .map(|computation| computation.name())
+            .collect::<Vec<_>>()
+            .join(","),
         args.workers
             .iter()
             .map(usize::to_string)
