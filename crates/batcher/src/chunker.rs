@@ -14,9 +14,10 @@
 //! column path) and at most eight full chunks
 //! (`chunk_bytes_max` each; one on the column path). Pending input and its sorted copy are the
 //! chunker's transient memory, so a limit proportional to the data keeps it a small fraction
-//! at every size, and big inputs still sort in big pieces. For plain data the pending rows' buffer grows by doubling up to the
-//! limit (it holds at most twice what is pending) and, beyond 64 KiB and while the limit is more
-//! than a sixteenth of the data held, is sorted descending and cut into chunks from its end, each
+//! at every size, and big inputs still sort in big pieces. For plain data the pending rows'
+//! buffer grows by doubling up to the limit (it holds at most twice what is pending) and, beyond
+//! `ROWS_SMALL_BYTES` and while the limit is more than a sixteenth of the data held, is sorted
+//! descending and cut into chunks from its end, each
 //! shrink giving memory back: the pending updates are then held about once, not as rows and
 //! chunks side by side, and no full-size buffer waits beside the chains between forms.
 
@@ -29,12 +30,14 @@ use ripple_updates::update::Row;
 use ripple_updates::{Update, Updates, UpdatesView};
 
 /// The size up to which the pending rows' buffer is kept between forms and between seals (and
-/// reserved whole): small enough to be a negligible share of any batcher it would be kept in,
-/// large enough that small batchers do not reallocate it on every form. Kept across seals, it
-/// spares a batcher sealed at every round a 64 KiB allocation and free each time, about a
-/// percent of bfs's instructions at one update per step (see docs/perf-notes.md, section
-/// "Chunker: kept rows buffer").
-const ROWS_SMALL_BYTES: usize = 64 << 10;
+/// reserved whole): small enough to be a negligible share of any batcher it would be kept in
+/// (on a small graph every arrangement keeps one, and they were a tenth of the heap at 64
+/// KiB), large enough that small batchers do not reallocate it on every form. Kept across
+/// seals, it spares a batcher sealed at every round an allocation and free each time, about a
+/// percent of bfs's instructions at one update per step; 16 KiB executes as many instructions
+/// as 64 did at one to a hundred updates per step (see docs/perf-notes.md, section "Chunker:
+/// kept rows buffer").
+const ROWS_SMALL_BYTES: usize = 16 << 10;
 
 /// The least pending limit on the column path (`String` and other non-plain updates). Each form
 /// there has costs per form, not per update (a pass for the keys' common prefix, the sort keys'
