@@ -177,6 +177,14 @@ struct Measured {
     outputs_match: bool,
 }
 
+/// The iterative computations only: `degrees` has no rounds to run on a long diameter.
+fn check_computations(computations: &[Computation]) -> Result<(), String> {
+    if computations.contains(&Computation::Degrees) {
+        return Err("--computations takes bfs, reach and cc (degrees does not iterate)".into());
+    }
+    Ok(())
+}
+
 fn measure(args: &Args, graph: &Graph, computation: Computation, workers: usize) -> Measured {
     let changes = graph
         .edges
@@ -254,6 +262,10 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    if let Err(error) = check_computations(&args.computations) {
+        eprintln!("diameter-bench: {error}");
+        return ExitCode::from(2);
+    }
     if let Err(error) = check_sizes(&args.paths, args.grid) {
         eprintln!("diameter-bench: {error}");
         return ExitCode::from(2);
@@ -436,6 +448,13 @@ fn growth(results: &[Measured]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn degrees_is_refused() {
+        assert!(check_computations(&[Computation::Bfs, Computation::Cc]).is_ok());
+        let error = check_computations(&[Computation::Degrees]).unwrap_err();
+        assert!(error.contains("bfs, reach and cc"), "{error}");
+    }
 
     #[test]
     fn sizes_beyond_the_edge_bound_are_refused() {

@@ -143,8 +143,9 @@ fn pass(batch: &Batch<U>, runs: &[Vec<u64>], batched: bool, scratch: &mut Lookup
     let probes: usize = runs.iter().map(Vec::len).sum();
     Pass {
         nanos_per_probe: started.elapsed().as_nanos() as f64 / probes as f64,
-        // A thread moved to another core may read a counter a little behind.
-        cycles_per_probe: cycles.map(|(from, to)| to.wrapping_sub(from) as f64 / probes as f64),
+        // A thread moved to another core may read a counter a little behind: none, not a
+        // wrapped difference of some 10^19 cycles.
+        cycles_per_probe: cycles.map(|(from, to)| to.saturating_sub(from) as f64 / probes as f64),
         found,
     }
 }
