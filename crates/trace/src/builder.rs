@@ -11,7 +11,7 @@ use crate::history::{HistoriesBuilder, HistoriesView};
 use crate::offsets::OffsetList;
 use crate::view::BatchView;
 use columnar::{Borrow, Clear, Columnar, Container, ContainerOf, Index, Len, Push, Ref};
-use ripple_updates::{Update, UpdatesView};
+use ripple_updates::{AntichainRef, Lattice, Update, UpdatesView};
 use std::ops::Range;
 
 /// Appends sorted, consolidated updates; [`Builder::done`] turns them into a [`Batch`].
@@ -198,12 +198,19 @@ impl<U: Update> Builder<U> {
         read
     }
 
-    /// Copies keys `keys` of `view` as they are, with their values and histories (sorted and
-    /// consolidated, as a batch holds them), and returns the number of updates copied. The
-    /// first must come after every key pushed so far; the last stays open, as a pushed key
-    /// does. Column by column: a merge copies runs of keys that the other input has nothing
-    /// between, and key by key each cost the opening and closing of every key and value.
-    pub(crate) fn copy_keys(&mut self, view: &BatchView<'_, U>, keys: Range<usize>) -> usize {
+    /// Copies keys `keys` of `view` with their values and histories (sorted and consolidated,
+    /// as a batch holds them), and returns the number of updates copied. The first must come
+    /// after every key pushed so far; the last stays open, as a pushed key does. With
+    /// `advance_by`, each time is advanced by it: the caller vouches that every value of those
+    /// keys has a single update, so that no two times of a value can collide or swap. Column
+    /// by column: a merge copies runs of keys that the other input has nothing between, and
+    /// key by key each cost the opening and closing of every key and value.
+    pub(crate) fn copy_keys(
+        &mut self,
+        view: &BatchView<'_, U>,
+        keys: Range<usize>,
+        advance_by: Option<AntichainRef<'_, U::Time>>,
+    ) -> usize {
         debug_assert!(keys.start < keys.end && keys.end <= view.keys.len());
         debug_assert!(
             self.is_new_key(view.keys.get(keys.start)),
@@ -224,7 +231,14 @@ impl<U: Update> Builder<U> {
                 .push(updates_base + view.val_ends.end(val) - updates.start);
         }
         let copied = updates.len();
-        self.histories.extend_from(&view.histories, updates);
+        match advance_by {
+            None => self.histories.extend_from(&view.histories, updates),
+            Some(since) => {
+                debug_assert_eq!(copied, vals.len(), "advanced values hold one update each");
+                self.histories
+                    .extend_mapped(&view.histories, updates, |time| time.advance_by(since));
+            }
+        }
         copied
     }
 
@@ -501,7 +515,7 @@ mod tests {
                     expected.push((key, 0, 0, 1));
                 }
                 if copy {
-                    prop_assert_eq!(builder.copy_keys(&view, range), rows.len());
+                    prop_assert_eq!(builder.copy_keys(&view, range, None), rows.len());
                 } else {
                     push_all(&mut builder, &rows);
                 }
@@ -511,6 +525,39 @@ mod tests {
             let last = expected[expected.len() - 1];
             builder.push(&last.0, &9, &0, &1);
             expected.push((last.0, 9, 0, 1));
+            prop_assert_eq!(builder.done(description(10)).to_rows(), expected);
+        }
+
+        /// Keys whose values hold one update each, copied in one or two runs with their times
+        /// advanced (`copy_keys` with `advance_by`, as merges copy an older batch's keys), build
+        /// what pushing the advanced updates builds.
+        #[test]
+        fn copied_keys_of_single_updates_advance_their_times(
+            source in proptest::collection::btree_map(
+                (0u64..300, 0u64..4),
+                (0u64..8, prop_oneof![-2i64..0, 1i64..3]),
+                1..600,
+            ),
+            cut in 0u64..301,
+            since in 0u64..9,
+        ) {
+            let rows: Vec<_> = source.into_iter().map(|((k, v), (t, r))| (k, v, t, r)).collect();
+            let batch = {
+                let mut builder = Builder::<U>::new();
+                push_all(&mut builder, &rows);
+                builder.done(description(10))
+            };
+            let view = batch.view().expect("in memory");
+            let keys: Vec<u64> = rows.iter().map(|row| row.0).collect::<std::collections::BTreeSet<_>>().into_iter().collect();
+            let split = keys.partition_point(|&key| key < cut);
+            let frontier = Antichain::from_elem(since);
+            let mut builder = Builder::<U>::new();
+            for range in [0..split, split..keys.len()] {
+                if !range.is_empty() {
+                    builder.copy_keys(&view, range, Some(frontier.borrow()));
+                }
+            }
+            let expected: Vec<_> = rows.iter().map(|&(k, v, t, r)| (k, v, t.max(since), r)).collect();
             prop_assert_eq!(builder.done(description(10)).to_rows(), expected);
         }
 

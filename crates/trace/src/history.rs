@@ -538,6 +538,33 @@ impl<T: Time, R: Semigroup> HistoriesBuilder<T, R> {
         self.len += count;
     }
 
+    /// Appends the updates `range` of `source` with each time passed through `map` first: the
+    /// same as pushing each mapped pair. The caller vouches that the mapped times of each value
+    /// stay sorted and distinct (merges use it for values of a single update, whose times
+    /// advance).
+    pub fn extend_mapped(
+        &mut self,
+        source: &HistoriesView<'_, T, R>,
+        range: std::ops::Range<usize>,
+        mut map: impl FnMut(&mut T),
+    ) {
+        let mut mapped: Option<T> = None;
+        source.for_each_in(
+            range,
+            owning(|time: &T, diff: &R| {
+                let mapped = match &mut mapped {
+                    Some(mapped) => {
+                        mapped.clone_from(time);
+                        mapped
+                    }
+                    None => mapped.insert(time.clone()),
+                };
+                map(mapped);
+                self.push(mapped, diff);
+            }),
+        );
+    }
+
     /// Whether every pair stored per update (small stage) equals the first.
     fn is_uniform(&self) -> bool {
         debug_assert_eq!(self.stage, Stage::Small);

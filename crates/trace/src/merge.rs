@@ -216,12 +216,11 @@ impl<U: Update> Merge<U> {
                     } else {
                         (&mut b, a.get_key(), advance[1])
                     };
-                    if !moves {
-                        if let Some(copied) = copy_run(output, run, other, *fuel) {
-                            *fuel -= copied.max(1) as isize;
-                            slice -= 1;
-                            continue;
-                        }
+                    let advance_by = moves.then_some(since);
+                    if let Some(copied) = copy_run(output, run, other, *fuel, advance_by) {
+                        *fuel -= copied.max(1) as isize;
+                        slice -= 1;
+                        continue;
                     }
                 }
                 let inputs = (from_a.then_some(&mut a), from_b.then_some(&mut b));
@@ -301,31 +300,50 @@ pub(crate) fn advancing_may_move<T: ripple_updates::Time>(
 }
 
 /// Copies the keys of `run`, from its current one up to the first not before `other` (all
-/// the rest without one), into a builder in memory as they are, column by column, and steps
-/// past them: as many as `fuel` updates pay for, and at least one key, so that a run spends
-/// no more than a key at a time would. Returns the updates copied, or `None` where keys go one
-/// by one: to a file, or from a stored batch. The caller vouches that the current key comes
-/// before `other` and that advancing leaves the run's times alone.
+/// the rest without one), into a builder in memory column by column, and steps past them: as
+/// many as `fuel` updates pay for, and at least one key, so that a run spends no more than a
+/// key at a time would. Without `advance_by` the keys are copied as they are; with it, only
+/// keys whose values hold a single update each are copied, their times advanced by it (one
+/// update per value cannot collide with another or move past it, so nothing needs sorting or
+/// consolidating; between rounds of an iteration and between small steps most values of an
+/// older batch are of that kind). Returns the updates copied, or `None` where keys go one by
+/// one: to a file, from a stored batch, or when advancing and the current key has a value of
+/// several updates. The caller vouches that the current key comes before `other`, and without
+/// `advance_by` that advancing leaves the run's times alone.
 fn copy_run<U: Update>(
     output: &mut Output<U>,
     run: &mut BatchCursor<'_, U>,
     other: Option<Ref<'_, U::Key>>,
     fuel: isize,
+    advance_by: Option<AntichainRef<'_, U::Time>>,
 ) -> Option<usize> {
     let Output::Memory(builder) = output else {
         return None;
     };
     let (view, at) = run.memory_view()?;
+    // The values and updates of keys `at..=key`; offsets only grow, so the keys that fit are
+    // a prefix, and so are those whose values hold one update each (as many updates as
+    // values).
+    let first_val = view.key_ends.start(at);
+    let first = view.val_ends.start(first_val);
+    let vals_through = |key: usize| view.key_ends.end(key) - first_val;
+    let through = |key: usize| view.val_ends.end(view.key_ends.end(key) - 1) - first;
+    if advance_by.is_some() && through(at) != vals_through(at) {
+        return None;
+    }
     let end = match other {
         Some(other) => run.search_key(at + 1, other),
         None => view.keys.len(),
     };
-    // The updates of keys `at..=key`; offsets only grow, so the keys that fit are a prefix.
-    let first = view.val_ends.start(view.key_ends.start(at));
-    let through = |key: usize| view.val_ends.end(view.key_ends.end(key) - 1) - first;
     let budget = usize::try_from(fuel).unwrap_or(0);
-    let end = gallop(at + 1, end, |key| through(key) <= budget);
-    let copied = builder.copy_keys(&view, at..end);
+    let end = if advance_by.is_some() {
+        gallop(at + 1, end, |key| {
+            through(key) <= budget && through(key) == vals_through(key)
+        })
+    } else {
+        gallop(at + 1, end, |key| through(key) <= budget)
+    };
+    let copied = builder.copy_keys(&view, at..end, advance_by);
     run.set_key_index(end);
     Some(copied)
 }
