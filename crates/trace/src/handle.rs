@@ -3,8 +3,12 @@
 //! Several operators (and dataflows) read one arrangement. Each holds a [`TraceHandle`] and says
 //! how far it will still read: its *logical* hold (it reads accumulations only at times `>=`
 //! it) and its *physical* hold (it needs batches distinct only beyond it). The spine compacts
-//! only as far as every handle allows: its frontiers are the meet of all holds, tracked with
-//! timely's `MutableAntichain`. Dropping a handle releases its holds.
+//! only as far as every handle allows: its frontiers are the meet of all holds (the least
+//! elements of their union), recomputed from every handle's holds when one moves. A trace has
+//! a few handles, and readers move their holds at every activation: counting times in timely's
+//! `MutableAntichain` instead cost a couple of percent of bfs's instructions at one update per
+//! step (docs/perf-notes.md, section "Trace handles: holds"). Dropping a handle releases its
+//! holds.
 
 use crate::batch::Batch;
 use crate::snapshot::TraceSnapshot;
@@ -14,43 +18,69 @@ use ripple_updates::{Antichain, AntichainRef, PartialOrder, Update};
 use std::cell::RefCell;
 use std::rc::Rc;
 use std::sync::Arc;
-use timely::progress::frontier::MutableAntichain;
 use timely::progress::Timestamp;
+
+/// Which of a handle's two holds.
+const LOGICAL: usize = 0;
+const PHYSICAL: usize = 1;
 
 struct Shared<U: Update> {
     spine: Spine<U>,
-    logical_holds: MutableAntichain<U::Time>,
-    physical_holds: MutableAntichain<U::Time>,
+    /// Every live handle's holds, logical then physical, by the handle's slot (`None`: a
+    /// dropped handle's slot, free for the next clone).
+    holds: Vec<Option<[Antichain<U::Time>; 2]>>,
+    /// The meet of one kind of hold, rebuilt at every move (kept for its allocation).
+    meet: Antichain<U::Time>,
 }
 
 impl<U: Update> Shared<U> {
-    /// Moves one hold from `old` to `new` and tells the spine the resulting frontier.
-    fn move_hold(
-        &mut self,
-        logical: bool,
-        old: AntichainRef<'_, U::Time>,
-        new: AntichainRef<'_, U::Time>,
-    ) {
-        let holds = if logical {
-            &mut self.logical_holds
-        } else {
-            &mut self.physical_holds
-        };
-        holds.update_iter(
-            new.iter()
-                .map(|t| (t.clone(), 1))
-                .chain(old.iter().map(|t| (t.clone(), -1))),
-        );
-        let frontier = holds.frontier();
+    /// A slot for a new handle holding `holds`.
+    fn add_handle(&mut self, holds: [Antichain<U::Time>; 2]) -> usize {
+        match self.holds.iter().position(Option::is_none) {
+            Some(slot) => {
+                self.holds[slot] = Some(holds);
+                slot
+            }
+            None => {
+                self.holds.push(Some(holds));
+                self.holds.len() - 1
+            }
+        }
+    }
+
+    /// Moves hold `kind` of the handle in `slot` to `new` and tells the spine the resulting
+    /// frontier.
+    fn move_hold(&mut self, slot: usize, kind: usize, new: AntichainRef<'_, U::Time>) {
+        let hold = &mut self.holds[slot].as_mut().expect("a live handle's slot")[kind];
+        hold.clear();
+        hold.extend(new.iter().cloned());
+        self.update_frontier(kind);
+    }
+
+    /// Drops the holds of the handle in `slot` and tells the spine the resulting frontiers.
+    fn remove_handle(&mut self, slot: usize) {
+        self.holds[slot] = None;
+        self.update_frontier(LOGICAL);
+        self.update_frontier(PHYSICAL);
+    }
+
+    /// Recomputes the meet of every handle's hold `kind` and tells the spine.
+    fn update_frontier(&mut self, kind: usize) {
+        self.meet.clear();
+        for holds in self.holds.iter().flatten() {
+            for time in holds[kind].iter() {
+                self.meet.insert_ref(time);
+            }
+        }
         // With no holds left nobody will read again; keep the frontiers where they were rather
         // than advance them to "everything".
-        if frontier.is_empty() {
+        if self.meet.is_empty() {
             return;
         }
-        if logical {
-            self.spine.set_logical_compaction(frontier);
+        if kind == LOGICAL {
+            self.spine.set_logical_compaction(self.meet.borrow());
         } else {
-            self.spine.set_physical_compaction(frontier);
+            self.spine.set_physical_compaction(self.meet.borrow());
         }
     }
 }
@@ -58,6 +88,8 @@ impl<U: Update> Shared<U> {
 /// A shared reader (and writer) of one trace.
 pub struct TraceHandle<U: Update> {
     shared: Rc<RefCell<Shared<U>>>,
+    /// This handle's place in the shared holds.
+    slot: usize,
     logical: Antichain<U::Time>,
     physical: Antichain<U::Time>,
 }
@@ -72,16 +104,13 @@ impl<U: Update> TraceHandle<U> {
     /// process is over its memory budget (see [`Spine::with_storage`]).
     pub fn with_storage(config: SpineConfig, storage: Option<Arc<Storage>>) -> Self {
         let minimum = Antichain::from_elem(U::Time::minimum());
-        let mut logical_holds = MutableAntichain::new();
-        logical_holds.update_iter([(U::Time::minimum(), 1)]);
-        let mut physical_holds = MutableAntichain::new();
-        physical_holds.update_iter([(U::Time::minimum(), 1)]);
         Self {
             shared: Rc::new(RefCell::new(Shared {
                 spine: Spine::with_storage(config, storage),
-                logical_holds,
-                physical_holds,
+                holds: vec![Some([minimum.clone(), minimum.clone()])],
+                meet: Antichain::new(),
             })),
+            slot: 0,
             logical: minimum.clone(),
             physical: minimum,
         }
@@ -147,9 +176,10 @@ impl<U: Update> TraceHandle<U> {
         if hold.borrow() == frontier {
             return;
         }
+        let kind = if logical { LOGICAL } else { PHYSICAL };
         self.shared
             .borrow_mut()
-            .move_hold(logical, hold.borrow(), frontier);
+            .move_hold(self.slot, kind, frontier);
         // Into the old hold's allocation: inside a loop, holds are staircases of two times or
         // more, which an antichain keeps on the heap, and they move at every activation.
         hold.clear();
@@ -175,17 +205,14 @@ impl<U: Update> TraceHandle<U> {
 impl<U: Update> Clone for TraceHandle<U> {
     /// Another handle on the same trace, starting with this handle's holds.
     fn clone(&self) -> Self {
-        {
-            let mut shared = self.shared.borrow_mut();
-            shared
-                .logical_holds
-                .update_iter(self.logical.iter().map(|t| (t.clone(), 1)));
-            shared
-                .physical_holds
-                .update_iter(self.physical.iter().map(|t| (t.clone(), 1)));
-        }
+        // The same holds again leave the meets where they are.
+        let slot = self
+            .shared
+            .borrow_mut()
+            .add_handle([self.logical.clone(), self.physical.clone()]);
         Self {
             shared: Rc::clone(&self.shared),
+            slot,
             logical: self.logical.clone(),
             physical: self.physical.clone(),
         }
@@ -194,9 +221,106 @@ impl<U: Update> Clone for TraceHandle<U> {
 
 impl<U: Update> Drop for TraceHandle<U> {
     fn drop(&mut self) {
-        let empty = Antichain::new();
-        let mut shared = self.shared.borrow_mut();
-        shared.move_hold(true, self.logical.borrow(), empty.borrow());
-        shared.move_hold(false, self.physical.borrow(), empty.borrow());
+        self.shared.borrow_mut().remove_handle(self.slot);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use ripple_updates::Lattice;
+    use timely::order::Product;
+
+    type P = Product<u64, u32>;
+    type U = (u64, u64, P, i64);
+
+    /// What a handle does: cloned, dropped, or one of its holds moved forward by joining each
+    /// of its times with each time of an antichain (its least elements kept).
+    #[derive(Clone, Debug)]
+    enum Op {
+        Clone(usize),
+        Drop(usize),
+        Advance(usize, bool, Vec<(u64, u32)>),
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            (0usize..4).prop_map(Op::Clone),
+            (0usize..4).prop_map(Op::Drop),
+            (
+                0usize..4,
+                any::<bool>(),
+                proptest::collection::vec((0u64..6, 0u32..6), 0..3)
+            )
+                .prop_map(|(handle, logical, times)| Op::Advance(handle, logical, times)),
+        ]
+    }
+
+    /// The least elements of the union of `holds`.
+    fn meet<'a>(holds: impl Iterator<Item = &'a Antichain<P>>) -> Antichain<P> {
+        let mut meet = Antichain::new();
+        for hold in holds {
+            for time in hold.iter() {
+                meet.insert_ref(time);
+            }
+        }
+        meet
+    }
+
+    proptest! {
+        /// Whatever handles are cloned, dropped and moved, the spine's frontiers are the least
+        /// elements of the live handles' holds, and stay where they were when no hold is left.
+        #[test]
+        fn spine_frontiers_are_the_meet_of_live_holds(ops in proptest::collection::vec(op(), 0..40)) {
+            let first = TraceHandle::<U>::new(SpineConfig::default());
+            let mut handles = vec![first.clone()];
+            drop(first);
+            let (mut logical, mut physical) = (
+                Antichain::from_elem(P::minimum()),
+                Antichain::from_elem(P::minimum()),
+            );
+            let shared = Rc::clone(&handles[0].shared);
+            for op in ops {
+                match op {
+                    Op::Clone(index) if !handles.is_empty() => {
+                        let clone = handles[index % handles.len()].clone();
+                        handles.push(clone);
+                    }
+                    Op::Drop(index) if !handles.is_empty() => {
+                        handles.remove(index % handles.len());
+                    }
+                    Op::Advance(index, is_logical, times) if !handles.is_empty() => {
+                        let count = handles.len();
+                        let handle = &mut handles[index % count];
+                        let hold = if is_logical { handle.logical.clone() } else { handle.physical.clone() };
+                        let mut new = Antichain::new();
+                        for old in hold.iter() {
+                            for &(outer, inner) in &times {
+                                new.insert(old.join(&Product::new(outer, inner)));
+                            }
+                        }
+                        if is_logical {
+                            handle.set_logical_compaction(new.borrow());
+                        } else {
+                            handle.set_physical_compaction(new.borrow());
+                        }
+                    }
+                    _ => {}
+                }
+                let expected = [
+                    meet(handles.iter().map(|handle| &handle.logical)),
+                    meet(handles.iter().map(|handle| &handle.physical)),
+                ];
+                for (frontier, expected) in [&mut logical, &mut physical].into_iter().zip(expected) {
+                    if !expected.is_empty() {
+                        *frontier = expected;
+                    }
+                }
+                let shared = shared.borrow();
+                prop_assert_eq!(shared.spine.logical_frontier(), logical.borrow());
+                prop_assert_eq!(shared.spine.physical_frontier(), physical.borrow());
+            }
+        }
     }
 }
