@@ -529,8 +529,9 @@ mod tests {
         }
 
         /// Keys whose values hold one update each, copied in one or two runs with their times
-        /// advanced (`copy_keys` with `advance_by`, as merges copy an older batch's keys), build
-        /// what pushing the advanced updates builds.
+        /// advanced (`copy_keys` with `advance_by`, as merges copy an older batch's keys), with
+        /// a key pushed between the runs or not, build what pushing the advanced updates
+        /// builds.
         #[test]
         fn copied_keys_of_single_updates_advance_their_times(
             source in proptest::collection::btree_map(
@@ -540,8 +541,10 @@ mod tests {
             ),
             cut in 0u64..301,
             since in 0u64..9,
+            marker in any::<bool>(),
         ) {
-            let rows: Vec<_> = source.into_iter().map(|((k, v), (t, r))| (k, v, t, r)).collect();
+            // Key `k` of the source becomes `2k + 1`, so that key `2k` fits before it.
+            let rows: Vec<_> = source.into_iter().map(|((k, v), (t, r))| (2 * k + 1, v, t, r)).collect();
             let batch = {
                 let mut builder = Builder::<U>::new();
                 push_all(&mut builder, &rows);
@@ -549,15 +552,27 @@ mod tests {
             };
             let view = batch.view().expect("in memory");
             let keys: Vec<u64> = rows.iter().map(|row| row.0).collect::<std::collections::BTreeSet<_>>().into_iter().collect();
-            let split = keys.partition_point(|&key| key < cut);
+            let split = keys.partition_point(|&key| key < 2 * cut + 1);
             let frontier = Antichain::from_elem(since);
             let mut builder = Builder::<U>::new();
+            let mut expected: Vec<(u64, u64, u64, i64)> = Vec::new();
             for range in [0..split, split..keys.len()] {
-                if !range.is_empty() {
-                    builder.copy_keys(&view, range, Some(frontier.borrow()));
+                if range.is_empty() {
+                    continue;
                 }
+                if marker && range.start > 0 {
+                    let key = keys[range.start] - 1;
+                    builder.push(&key, &0, &9, &1);
+                    expected.push((key, 0, 9, 1));
+                }
+                builder.copy_keys(&view, range.clone(), Some(frontier.borrow()));
+                Extend::extend(
+                    &mut expected,
+                    rows.iter()
+                        .filter(|row| (keys[range.start]..=keys[range.end - 1]).contains(&row.0))
+                        .map(|&(k, v, t, r)| (k, v, t.max(since), r)),
+                );
             }
-            let expected: Vec<_> = rows.iter().map(|&(k, v, t, r)| (k, v, t.max(since), r)).collect();
             prop_assert_eq!(builder.done(description(10)).to_rows(), expected);
         }
 

@@ -4,11 +4,11 @@
 //! how far it will still read: its *logical* hold (it reads accumulations only at times `>=`
 //! it) and its *physical* hold (it needs batches distinct only beyond it). The spine compacts
 //! only as far as every handle allows: its frontiers are the meet of all holds (the least
-//! elements of their union), recomputed from every handle's holds when one moves. A trace has
-//! a few handles, and readers move their holds at every activation: counting times in timely's
-//! `MutableAntichain` instead cost a couple of percent of bfs's instructions at one update per
-//! step (docs/perf-notes.md, section "Trace handles: holds"). Dropping a handle releases its
-//! holds.
+//! elements of their union), recomputed from every handle's holds when one moves or a handle is
+//! dropped. A trace has a few handles, and readers move their holds at every activation:
+//! counting times in timely's `MutableAntichain` instead cost a couple of percent of bfs's
+//! instructions at one update per step (docs/perf-notes.md, section "Trace handles: holds").
+//! Dropping a handle releases its holds.
 
 use crate::batch::Batch;
 use crate::snapshot::TraceSnapshot;
@@ -29,7 +29,7 @@ struct Shared<U: Update> {
     /// Every live handle's holds, logical then physical, by the handle's slot (`None`: a
     /// dropped handle's slot, free for the next clone).
     holds: Vec<Option<[Antichain<U::Time>; 2]>>,
-    /// The meet of one kind of hold, rebuilt at every move (kept for its allocation).
+    /// The meet of one kind of hold, rebuilt at every move and drop (kept for its allocation).
     meet: Antichain<U::Time>,
 }
 
