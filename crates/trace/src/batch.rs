@@ -14,7 +14,7 @@ use crate::offsets::OffsetList;
 use crate::stored::{Pins, StoredBatch};
 use crate::view::{check_view, BatchView};
 use columnar::{Borrow, ContainerOf, Len};
-use ripple_updates::Update;
+use ripple_updates::{Antichain, PartialOrder, Update};
 use std::rc::Rc;
 
 /// The columns of a batch. Read through [`Batch`] and its cursors.
@@ -103,6 +103,28 @@ impl<U: Update> Batch<U> {
             histories: Histories::default(),
             description,
         })
+    }
+
+    /// The same updates, described as covering `[lower, upper)` (which must contain this
+    /// batch's interval), their times and `since` unchanged: what the union of this batch and
+    /// an empty neighbour holds. `Err` gives the batch back when its columns are stored or
+    /// shared with another handle.
+    pub(crate) fn widened(
+        mut self,
+        lower: Antichain<U::Time>,
+        upper: Antichain<U::Time>,
+    ) -> Result<Self, Self> {
+        let Columns::Memory(data) = &mut self.columns else {
+            return Err(self);
+        };
+        let Some(data) = Rc::get_mut(data) else {
+            return Err(self);
+        };
+        debug_assert!(PartialOrder::less_equal(&lower, &data.description.lower));
+        debug_assert!(PartialOrder::less_equal(&data.description.upper, &upper));
+        let since = std::mem::take(&mut data.description.since);
+        data.description = Description::with_since(lower, upper, since);
+        Ok(self)
     }
 
     /// The columns of an in-memory batch.

@@ -24,12 +24,14 @@
 //! Merges advance times to the logical compaction frontier (`since`) and consolidate. The
 //! physical compaction frontier says which batches readers still need distinct: a batch enters
 //! the levels (and may be merged) only once its `upper` is not beyond that frontier; until then
-//! it waits in `pending`. Empty batches carry frontier progress and weigh 1; their merges cost
-//! what copying the other side costs, with no work of their own. (At one update per step about
-//! half the merges have an empty side, a quarter both. Completing those merges without the
-//! merge machinery, and those of one empty batch whose partner needed no advancing and was not
-//! shared with a reader, saved under a percent of the instructions, so it was not kept; see
-//! docs/perf-notes.md, section "Spine: empty merges".)
+//! it waits in `pending`. Empty batches carry frontier progress and weigh 1. A merge with an
+//! empty side is done as it starts, without the merge machinery: its result is the other batch
+//! with its description widened over both intervals and its times not advanced (its `since`
+//! says how far they were; the next merge that reads them advances them). At one update per
+//! step about half the merges have an empty side, and each had cost a merge's fixed costs and
+//! a rewrite of the other side. The other batch is widened in place, so only when no reader
+//! shares it; a shared one merges as usual. See docs/perf-notes.md, section "Spine: empty
+//! merges".
 //!
 //! Inside an iteration the small batches of a step's rounds hold updates that cancel once
 //! their times are advanced to the next step (rounds collapse at the compaction frontier), but
@@ -232,6 +234,31 @@ fn advance_frontier<T: ripple_updates::Time>(
     if frontier.borrow() != to {
         frontier.clear();
         frontier.extend(to.iter().cloned());
+    }
+}
+
+/// The union of `older` and the `newer` batch that follows it when either is empty: the other
+/// one, widened to cover both intervals, its updates as they were. Their times are not advanced
+/// to the logical frontier (a batch's `since` says how far they were): the next merge that
+/// reads them advances them. `Err` gives both back when neither is empty, or when the one to
+/// widen is stored or shared with a reader.
+#[inline(always)]
+fn union_with_empty<U: Update>(
+    older: Batch<U>,
+    newer: Batch<U>,
+) -> Result<Batch<U>, [Batch<U>; 2]> {
+    if !older.is_empty() && !newer.is_empty() {
+        return Err([older, newer]);
+    }
+    let lower = older.description().lower.clone();
+    let upper = newer.description().upper.clone();
+    if older.is_empty() && newer.is_empty() {
+        return Ok(Batch::empty(Description::new(lower, upper)));
+    }
+    if newer.is_empty() {
+        older.widened(lower, upper).map_err(|older| [older, newer])
+    } else {
+        newer.widened(lower, upper).map_err(|newer| [older, newer])
     }
 }
 
@@ -493,8 +520,7 @@ impl<U: Update> Spine<U> {
             None => batch,
             Some((older, older_weight)) => {
                 weight += older_weight;
-                self.builders
-                    .merge(older, batch, self.logical.borrow(), self.storage.as_ref())
+                self.merge_now(older, batch)
             }
         };
         self.place(level, batch, weight);
@@ -512,19 +538,23 @@ impl<U: Update> Spine<U> {
             if let Some((older, older_weight)) = self.take_level(level) {
                 merged = Some(match merged {
                     None => (older, older_weight),
-                    Some((newer, weight)) => (
-                        self.builders.merge(
-                            older,
-                            newer,
-                            self.logical.borrow(),
-                            self.storage.as_ref(),
-                        ),
-                        weight + older_weight,
-                    ),
+                    Some((newer, weight)) => (self.merge_now(older, newer), weight + older_weight),
                 });
             }
         }
         merged
+    }
+
+    /// Merges `older` with the `newer` batch that follows it, now: without the merge machinery
+    /// when either is empty (see [`union_with_empty`]).
+    fn merge_now(&mut self, older: Batch<U>, newer: Batch<U>) -> Batch<U> {
+        match union_with_empty(older, newer) {
+            Ok(union) => union,
+            Err([older, newer]) => {
+                self.builders
+                    .merge(older, newer, self.logical.borrow(), self.storage.as_ref())
+            }
+        }
     }
 
     /// Moves the top level's batch down while it weighs much more than its length and the
@@ -572,15 +602,20 @@ impl<U: Update> Spine<U> {
         }
         self.levels[level] = match std::mem::replace(&mut self.levels[level], Level::Vacant) {
             Level::Vacant => Level::Single(batch, weight),
-            Level::Single(older, older_weight) => Level::Merging(
-                Box::new(self.builders.start(
-                    older,
-                    batch,
-                    self.logical.borrow(),
-                    self.storage.as_ref(),
-                )),
-                older_weight + weight,
-            ),
+            Level::Single(older, older_weight) => match union_with_empty(older, batch) {
+                // A merge that is complete as it starts climbs at once, as a merge does when
+                // it completes.
+                Ok(union) => return self.place(level + 1, union, older_weight + weight),
+                Err([older, batch]) => Level::Merging(
+                    Box::new(self.builders.start(
+                        older,
+                        batch,
+                        self.logical.borrow(),
+                        self.storage.as_ref(),
+                    )),
+                    older_weight + weight,
+                ),
+            },
             Level::Merging(merge, merge_weight) => {
                 // The merge fell behind (only with little effort): finish it and start merging
                 // its result with the newcomer.

@@ -8,7 +8,7 @@
 
 use proptest::prelude::*;
 use ripple_storage::{SpillDir, Storage, StorageSettings};
-use ripple_trace::{Batch, Builder, Description, LookupScratch, Spine, SpineConfig};
+use ripple_trace::{Batch, Builder, Description, LookupScratch, Spine, SpineConfig, TraceSnapshot};
 use ripple_updates::{Antichain, Lattice, PartialOrder, Product, Time};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -210,7 +210,15 @@ fn run_on(
     probes.sort();
     probes.dedup();
     let mut inserted = 0usize;
-    for step in steps {
+    // Every other step a snapshot is kept through the next one, as a reader's would be: the
+    // spine merges its batches while they are shared, and it must read as it did.
+    type Held = (
+        TraceSnapshot<(u64, u64, u64, i64)>,
+        u64,
+        Vec<(u64, u64, i64)>,
+    );
+    let mut held: Option<Held> = None;
+    for (index, step) in steps.into_iter().enumerate() {
         match step {
             Step::Insert { width, updates } => {
                 let rows: Vec<_> = if width == 0 {
@@ -278,6 +286,12 @@ fn run_on(
                 "key hits at {}",
                 time
             );
+        }
+        if let Some((snapshot, time, expected)) = held.take() {
+            prop_assert_eq!(&snapshot.accumulate_at(&time), &expected, "held snapshot");
+        }
+        if index % 2 == 0 {
+            held = Some((spine.snapshot(), upper, model_at(&model, &upper)));
         }
     }
     // Completing every merge, then compacting to one batch, leaves the same accumulations.
@@ -674,6 +688,43 @@ fn big_steps_are_compacted_when_the_next_begins() {
     assert_eq!(batches_after(4), vec![1, 1, 1]);
     // Waiting for 4,000 more: the later times' batches stay beside the load's.
     assert!(batches_after(1)[1..].iter().all(|count| *count > 1));
+}
+
+/// A batch meeting an empty one at a level becomes their union without a merge (its
+/// description widened, its times as they were), unless a reader shares it: then the two merge.
+#[test]
+fn an_empty_neighbour_joins_a_batch_without_a_merge() {
+    for shared in [false, true] {
+        let mut spine = Spine::<(u64, u64, u64, i64)>::new(SpineConfig::default());
+        spine.set_logical_compaction(Antichain::from_elem(1).borrow());
+        spine.insert(build(
+            vec![(1, 1, 0, 1)],
+            Description::new(Antichain::from_elem(0), Antichain::from_elem(1)),
+        ));
+        spine.set_physical_compaction(Antichain::from_elem(1).borrow());
+        let reader = shared.then(|| spine.snapshot());
+        spine.insert(Batch::empty(Description::new(
+            Antichain::from_elem(1),
+            Antichain::from_elem(2),
+        )));
+        spine.set_physical_compaction(Antichain::from_elem(2).borrow());
+        spine.check_invariants();
+        let batches = spine.batches();
+        if shared {
+            // A merge in progress: its two inputs.
+            assert_eq!(batches.len(), 2);
+        } else {
+            assert_eq!(batches.len(), 1);
+            let description = batches[0].description();
+            assert_eq!(description.lower, Antichain::from_elem(0));
+            assert_eq!(description.upper, Antichain::from_elem(2));
+            // Not advanced to the logical frontier: the time is still 0.
+            assert_eq!(description.since, Antichain::from_elem(0));
+            assert_eq!(batches[0].to_rows(), vec![(1, 1, 0, 1)]);
+        }
+        assert_eq!(spine.snapshot().accumulate_at(&1), vec![(1, 1, 1)]);
+        drop(reader);
+    }
 }
 
 /// `compact` advances the times of a lone batch too, which has no partner to merge with: after
