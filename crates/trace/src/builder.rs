@@ -374,8 +374,11 @@ fn keep_if_full<C: Columnar>(column: ContainerOf<C>, reserved: Reserved) -> Cont
 }
 
 /// A builder keeps its buffers for the next batch only after batches of at most this many
-/// updates (about 40 KiB of buffers for 4-word updates).
-const REUSE_UPDATES_MAX: usize = 1 << 10;
+/// updates (about 10 KiB of buffers for 4-word updates). Kept buffers are most of what a small
+/// dataflow holds beyond its data; merges of a few hundred updates are rare enough that
+/// growing their buffers afresh costs next to nothing (docs/perf-notes.md, section "Batch
+/// builder: buffers kept").
+const REUSE_UPDATES_MAX: usize = 1 << 8;
 
 #[cfg(test)]
 mod tests {
