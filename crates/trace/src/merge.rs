@@ -285,7 +285,8 @@ impl<U: Update> Merge<U> {
 
 /// Whether advancing by `since` may move a time of a batch described by `description`. Each of
 /// its times is at or after an element of `lower`, and at or after the meet of its `since` (a
-/// merge joined it with that meet; a new batch has `since == lower`): if advancing leaves all
+/// merge joined it with that meet; a new batch has `since == lower`, and a batch widened over
+/// empty neighbours keeps the `since` it had): if advancing leaves all
 /// of either alone, it leaves the times alone ([`Lattice::advance_leaves_after`]). Inside an
 /// iteration that holds for the batches of the current round of outer times, and for older
 /// batches merged once since that round began, which no longer need rewriting at every merge.

@@ -27,11 +27,12 @@
 //! it waits in `pending`. Empty batches carry frontier progress and weigh 1. A merge with an
 //! empty side is done as it starts, without the merge machinery: its result is the other batch
 //! with its description widened over both intervals and its times not advanced (its `since`
-//! says how far they were; the next merge that reads them advances them). At one update per
-//! step about half the merges have an empty side, and each had cost a merge's fixed costs and
-//! a rewrite of the other side. The other batch is widened in place, so only when no reader
-//! shares it; a shared one merges as usual. See docs/perf-notes.md, section "Spine: empty
-//! merges".
+//! says how far they were; a later merge with a non-empty batch advances them). At one update
+//! per step about half the merges have an empty side, and each had cost a merge's fixed costs
+//! and a rewrite of the other side. The other batch is widened in place, so only when no reader
+//! shares it; a shared one merges as usual. A big batch whose times advancing may move merges
+//! as usual too, so that a trace that takes only empty batches still collapses its history.
+//! See docs/perf-notes.md, section "Spine: empty merges".
 //!
 //! Inside an iteration the small batches of a step's rounds hold updates that cancel once
 //! their times are advanced to the next step (rounds collapse at the compaction frontier), but
@@ -237,15 +238,24 @@ fn advance_frontier<T: ripple_updates::Time>(
     }
 }
 
+/// The most updates a batch may hold to be widened over an empty neighbour with its times not
+/// advanced (see [`union_with_empty`]).
+const WIDEN_UNADVANCED_MAX: usize = 64;
+
 /// The union of `older` and the `newer` batch that follows it when either is empty: the other
 /// one, widened to cover both intervals, its updates as they were. Their times are not advanced
-/// to the logical frontier (a batch's `since` says how far they were): the next merge that
-/// reads them advances them. `Err` gives both back when neither is empty, or when the one to
-/// widen is stored or shared with a reader.
+/// to the logical frontier `since` (a batch's `since` says how far they were): a later merge
+/// with a non-empty batch advances them. So that a trace that takes only empty batches (an
+/// input gone quiet) still collapses its history, a batch whose times advancing may move is
+/// widened only when it is small (at most [`WIDEN_UNADVANCED_MAX`] updates): a big one merges,
+/// as it did before, once the empty batches after it have added up to its weight. `Err` gives
+/// both back when neither is empty, when the one to widen is big and needs advancing, or when
+/// it is stored or shared with a reader.
 #[inline(always)]
 fn union_with_empty<U: Update>(
     older: Batch<U>,
     newer: Batch<U>,
+    since: AntichainRef<'_, U::Time>,
 ) -> Result<Batch<U>, [Batch<U>; 2]> {
     if !older.is_empty() && !newer.is_empty() {
         return Err([older, newer]);
@@ -254,6 +264,10 @@ fn union_with_empty<U: Update>(
     let upper = newer.description().upper.clone();
     if older.is_empty() && newer.is_empty() {
         return Ok(Batch::empty(Description::new(lower, upper)));
+    }
+    let other = if older.is_empty() { &newer } else { &older };
+    if other.len() > WIDEN_UNADVANCED_MAX && advancing_may_move(other.description(), since) {
+        return Err([older, newer]);
     }
     if newer.is_empty() {
         older.widened(lower, upper).map_err(|older| [older, newer])
@@ -548,7 +562,7 @@ impl<U: Update> Spine<U> {
     /// Merges `older` with the `newer` batch that follows it, now: without the merge machinery
     /// when either is empty (see [`union_with_empty`]).
     fn merge_now(&mut self, older: Batch<U>, newer: Batch<U>) -> Batch<U> {
-        match union_with_empty(older, newer) {
+        match union_with_empty(older, newer, self.logical.borrow()) {
             Ok(union) => union,
             Err([older, newer]) => {
                 self.builders
@@ -602,20 +616,22 @@ impl<U: Update> Spine<U> {
         }
         self.levels[level] = match std::mem::replace(&mut self.levels[level], Level::Vacant) {
             Level::Vacant => Level::Single(batch, weight),
-            Level::Single(older, older_weight) => match union_with_empty(older, batch) {
-                // A merge that is complete as it starts climbs at once, as a merge does when
-                // it completes.
-                Ok(union) => return self.place(level + 1, union, older_weight + weight),
-                Err([older, batch]) => Level::Merging(
-                    Box::new(self.builders.start(
-                        older,
-                        batch,
-                        self.logical.borrow(),
-                        self.storage.as_ref(),
-                    )),
-                    older_weight + weight,
-                ),
-            },
+            Level::Single(older, older_weight) => {
+                match union_with_empty(older, batch, self.logical.borrow()) {
+                    // A merge that is complete as it starts climbs at once, as a merge does when
+                    // it completes.
+                    Ok(union) => return self.place(level + 1, union, older_weight + weight),
+                    Err([older, batch]) => Level::Merging(
+                        Box::new(self.builders.start(
+                            older,
+                            batch,
+                            self.logical.borrow(),
+                            self.storage.as_ref(),
+                        )),
+                        older_weight + weight,
+                    ),
+                }
+            }
             Level::Merging(merge, merge_weight) => {
                 // The merge fell behind (only with little effort): finish it and start merging
                 // its result with the newcomer.

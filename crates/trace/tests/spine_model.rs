@@ -727,6 +727,30 @@ fn an_empty_neighbour_joins_a_batch_without_a_merge() {
     }
 }
 
+/// A trace that takes only empty batches after a big one (an input gone quiet) still advances
+/// it: empty neighbours widen only small batches unadvanced, and a big one merges once the
+/// empty batches after it add up to its weight.
+#[test]
+fn a_quiet_trace_advances_its_big_batch() {
+    let mut spine = Spine::<(u64, u64, u64, i64)>::new(SpineConfig {
+        compaction_min: usize::MAX,
+        ..SpineConfig::default()
+    });
+    // One value at 100 times: advanced to time 100, they are one update.
+    spine.insert(build(
+        (0..100).map(|time| (1, 1, time, 1)).collect(),
+        Description::new(Antichain::from_elem(0), Antichain::from_elem(100)),
+    ));
+    for upper in 101..=400 {
+        spine.set_logical_compaction(Antichain::from_elem(upper - 1).borrow());
+        spine.set_physical_compaction(Antichain::from_elem(upper - 1).borrow());
+        spine.advance_upper(Antichain::from_elem(upper));
+    }
+    spine.check_invariants();
+    assert_eq!(spine.len(), 1, "the quiet trace kept its history");
+    assert_eq!(spine.snapshot().accumulate_at(&400), vec![(1, 1, 100)]);
+}
+
 /// `compact` advances the times of a lone batch too, which has no partner to merge with: after
 /// a whole compaction at one frontier, a later `compact` at a further one must still advance.
 #[test]
