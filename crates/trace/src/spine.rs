@@ -260,14 +260,14 @@ fn union_with_empty<U: Update>(
     if !older.is_empty() && !newer.is_empty() {
         return Err([older, newer]);
     }
+    let other = if older.is_empty() { &newer } else { &older };
+    if other.len() > WIDEN_UNADVANCED_MAX && advancing_may_move(other.description(), since) {
+        return Err([older, newer]);
+    }
     let lower = older.description().lower.clone();
     let upper = newer.description().upper.clone();
     if older.is_empty() && newer.is_empty() {
         return Ok(Batch::empty(Description::new(lower, upper)));
-    }
-    let other = if older.is_empty() { &newer } else { &older };
-    if other.len() > WIDEN_UNADVANCED_MAX && advancing_may_move(other.description(), since) {
-        return Err([older, newer]);
     }
     if newer.is_empty() {
         older.widened(lower, upper).map_err(|older| [older, newer])
@@ -571,6 +571,15 @@ impl<U: Update> Spine<U> {
         }
     }
 
+    /// Starts merging `older` with the `newer` batch that follows it, advancing times to the
+    /// logical frontier.
+    fn start_merge(&mut self, older: Batch<U>, newer: Batch<U>) -> Box<Merge<U>> {
+        Box::new(
+            self.builders
+                .start(older, newer, self.logical.borrow(), self.storage.as_ref()),
+        )
+    }
+
     /// Moves the top level's batch down while it weighs much more than its length and the
     /// level below is vacant: a batch that consolidation shrank should merge again after about
     /// its length of inserts, not after its (possibly huge) weight.
@@ -621,30 +630,16 @@ impl<U: Update> Spine<U> {
                     // A merge that is complete as it starts climbs at once, as a merge does when
                     // it completes.
                     Ok(union) => return self.place(level + 1, union, older_weight + weight),
-                    Err([older, batch]) => Level::Merging(
-                        Box::new(self.builders.start(
-                            older,
-                            batch,
-                            self.logical.borrow(),
-                            self.storage.as_ref(),
-                        )),
-                        older_weight + weight,
-                    ),
+                    Err([older, batch]) => {
+                        Level::Merging(self.start_merge(older, batch), older_weight + weight)
+                    }
                 }
             }
             Level::Merging(merge, merge_weight) => {
                 // The merge fell behind (only with little effort): finish it and start merging
                 // its result with the newcomer.
                 let merged = self.builders.finish(*merge);
-                Level::Merging(
-                    Box::new(self.builders.start(
-                        merged,
-                        batch,
-                        self.logical.borrow(),
-                        self.storage.as_ref(),
-                    )),
-                    merge_weight + weight,
-                )
+                Level::Merging(self.start_merge(merged, batch), merge_weight + weight)
             }
         };
     }
