@@ -10,27 +10,41 @@
 //! of old updates pile up in the small levels beside the stale big batch, and every reader
 //! walks both.) When the top level's batch is much shorter than its weight it moves down to
 //! the level its length deserves, so the counter restarts from what the trace actually holds.
-//! Higher levels hold older batches, so reading the levels from the top down, then the batches
-//! awaiting admission, gives the batches oldest first with contiguous descriptions.
+//! Higher levels hold older batches, so reading the levels from the top down, then the recent
+//! batches (below), then the batches awaiting admission, gives the batches oldest first with
+//! contiguous descriptions.
 //!
 //! Inserting a batch of weight `w`:
 //! 1. grants every merge in progress `effort * w` units of fuel (one unit per update merged), so
 //!    merge work is paid for by inserts in proportion to their size and no insert waits for a
-//!    giant merge. With the default effort a merge at level `k` completes before another batch
-//!    can reach level `k`;
-//! 2. collapses the levels below the batch's own into it (they weigh less than it), and places
-//!    it at its level, starting a merge there if the level was occupied.
+//!    giant merge. With the default effort a merge at level `k` usually completes before
+//!    another batch can reach level `k` (a group of recent batches arriving there first
+//!    finishes it at once);
+//! 2. if the batch is small, adds it to the *recent* batches, newer than every level, until
+//!    there are `RECENT_COUNT` of them or they weigh `RECENT_WEIGHT`: then they are merged
+//!    into one batch of their total weight, all at once, which goes on as a bigger batch does;
+//! 3. otherwise (after merging the recent batches, which are older) collapses the levels below
+//!    the batch's own into it (they weigh less than it), and places it at its level, starting a
+//!    merge there if the level was occupied.
+//!
+//! The recent batches are there for small steps: a spine fed a batch of a few updates at every
+//! round merged them pairwise as they came, seven merges for eight batches, each costing mostly
+//! a merge's fixed costs (starting it, building a batch, placing it). Gathered as rows, sorted
+//! and built once, eight cost about what one did, while readers walk up to seven more small
+//! batches: bfs at one update per step executes a few percent fewer instructions (see
+//! docs/perf-notes.md, section "Spine: recent batches").
 //!
 //! Merges advance times to the logical compaction frontier (`since`) and consolidate. The
-//! physical compaction frontier says which batches readers still need distinct: a batch enters
-//! the levels (and may be merged) only once its `upper` is not beyond that frontier; until then
-//! it waits in `pending`. Empty batches carry frontier progress and weigh 1. A merge with an
+//! physical compaction frontier says which batches readers still need distinct: a batch is
+//! admitted (to the recent batches or the levels, where it may be merged) only once its `upper`
+//! is not beyond that frontier; until then it waits in `pending`. Empty batches carry frontier progress and weigh 1. A merge with an
 //! empty side is done as it starts, without the merge machinery: its result is the other batch
 //! with its description widened over both intervals and its times not advanced (its `since`
 //! says how far they were; a later merge with a non-empty batch advances them). At one update
 //! per step about half the merges have an empty side, and each had cost a merge's fixed costs
 //! and a rewrite of the other side. The other batch is widened in place, so only when no reader
-//! shares it; a shared one merges as usual. A big batch whose times advancing may move merges
+//! shares it; a shared one merges as usual (or, among the recent batches, stays apart until
+//! they merge). A big batch whose times advancing may move merges
 //! as usual too, so that a trace that takes only empty batches still collapses its history.
 //! See docs/perf-notes.md, section "Spine: empty merges".
 //!
@@ -61,7 +75,8 @@ use crate::description::Description;
 use crate::merge::{advancing_may_move, Merge};
 use crate::snapshot::TraceSnapshot;
 use ripple_storage::Storage;
-use ripple_updates::{Antichain, AntichainRef, Lattice, PartialOrder, Update};
+use ripple_updates::consolidate::consolidate_rows;
+use ripple_updates::{Antichain, AntichainRef, Lattice, PartialOrder, Update, Updates};
 use std::collections::VecDeque;
 use std::sync::Arc;
 
@@ -122,6 +137,9 @@ enum Level<U: Update> {
 pub struct Spine<U: Update> {
     config: SpineConfig,
     levels: Vec<Level<U>>,
+    /// The newest admitted batches, each small, with their weights: held apart from the
+    /// levels until there are enough of them to merge all at once (see `RECENT_COUNT`).
+    recent: Vec<(Batch<U>, usize)>,
     /// Batches not yet admitted to the levels because readers need them distinct.
     pending: VecDeque<Batch<U>>,
     /// The upper frontier of the newest batch: where the next batch must start.
@@ -202,11 +220,16 @@ impl<U: Update> Builders<U> {
         counts::add(Count::MergedUpdates, older.len() + newer.len());
         let (batch, builder) = merge.finish();
         if let Some(builder) = builder {
-            if self.0.len() < Self::KEEP {
-                self.0.push(builder);
-            }
+            self.keep(builder);
         }
         batch
+    }
+
+    /// Keeps an emptied `builder` for the next merges, if fewer than [`Self::KEEP`] are.
+    fn keep(&mut self, builder: Builder<U>) {
+        if self.0.len() < Self::KEEP {
+            self.0.push(builder);
+        }
     }
 
     fn merge(
@@ -248,7 +271,8 @@ const WIDEN_UNADVANCED_MAX: usize = 64;
 /// with a non-empty batch advances them. So that a trace that takes only empty batches (an
 /// input gone quiet) still collapses its history, a batch whose times advancing may move is
 /// widened only when it is small (at most [`WIDEN_UNADVANCED_MAX`] updates): a big one merges,
-/// as it did before, once the empty batches after it have added up to its weight. `Err` gives
+/// as it did before, once the empty batches after it have added up to its weight (among the
+/// recent batches, when they are merged). `Err` gives
 /// both back when neither is empty, when the one to widen is big and needs advancing, or when
 /// it is stored or shared with a reader.
 #[inline(always)]
@@ -276,6 +300,20 @@ fn union_with_empty<U: Update>(
     }
 }
 
+/// The most updates a batch may hold to wait among the recent batches instead of entering the
+/// levels at once. Bounds of 16, 32, 64 and 128 (with weights of 64 to 256) took bfs at one and
+/// ten updates per step successively a little further; see docs/perf-notes.md, section "Spine:
+/// recent batches".
+const RECENT_LEN_MAX: usize = 128;
+
+/// The recent batches are merged into one, all at once, when there are this many of them
+/// (readers walk them all: 4 and 16 did worse than 8)...
+const RECENT_COUNT: usize = 8;
+
+/// ... or when they weigh this much together (empty batches weigh 1 each: a trace that takes
+/// only empty batches still moves its counter).
+const RECENT_WEIGHT: usize = 256;
+
 /// The level of a batch of `len` updates: the least `k` with `len <= 2^k`.
 fn level_of(len: usize) -> usize {
     (usize::BITS - len.saturating_sub(1).leading_zeros()) as usize
@@ -291,8 +329,8 @@ impl<U: Update> Spine<U> {
     /// spines of the process (with what operators hold beside them, see
     /// `ripple_storage::HeldBytes`) take more than its budget allows: the batch of the highest
     /// level first (the oldest and largest), one at a time until they fit again. Pending
-    /// batches, batches under `StorageSettings::spill_min_bytes` and the inputs of merges in
-    /// progress stay in memory: fresh batches are small, and a merge's result is written out
+    /// batches, recent batches, batches under `StorageSettings::spill_min_bytes` and the inputs
+    /// of merges in progress stay in memory: fresh batches are small, and a merge's result is written out
     /// once it is placed.
     pub fn with_storage(config: SpineConfig, storage: Option<Arc<Storage>>) -> Self {
         use timely::progress::Timestamp;
@@ -300,6 +338,7 @@ impl<U: Update> Spine<U> {
         Self {
             config,
             levels: Vec::new(),
+            recent: Vec::new(),
             pending: VecDeque::new(),
             upper: minimum.clone(),
             logical: minimum.clone(),
@@ -369,7 +408,8 @@ impl<U: Update> Spine<U> {
         self.admit();
     }
 
-    /// Moves pending batches into the levels while the physical frontier allows.
+    /// Admits pending batches (to the recent batches or the levels) while the physical frontier
+    /// allows.
     fn admit(&mut self) {
         while let Some(batch) = self.pending.front() {
             if !PartialOrder::less_equal(&batch.description().upper, &self.physical) {
@@ -463,7 +503,7 @@ impl<U: Update> Spine<U> {
         self.meet_at_whole = meet;
     }
 
-    /// The number of updates in the levels (admitted batches and merges in progress).
+    /// The number of updates admitted (in the levels, merges in progress, recent batches).
     fn levels_len(&self) -> usize {
         self.len() - self.pending.iter().map(Batch::len).sum::<usize>()
     }
@@ -488,7 +528,7 @@ impl<U: Update> Spine<U> {
         }
     }
 
-    /// Completes every merge in progress (for measurements and tests).
+    /// Completes every merge in progress (for measurements and tests); the recent batches stay.
     pub fn complete_merges(&mut self) {
         while self
             .levels
@@ -505,6 +545,7 @@ impl<U: Update> Spine<U> {
     /// of different sizes, and updates that cancel across them stay. This is the way to
     /// collapse it when there is time (and how measurements see a trace at its smallest).
     pub fn compact(&mut self) {
+        self.flush_recent();
         let merged = self.fold_levels(self.levels.len());
         self.levels.clear();
         if let Some((mut batch, _)) = merged {
@@ -524,9 +565,85 @@ impl<U: Update> Spine<U> {
         self.settle();
     }
 
-    /// Puts a newly admitted batch, the newest of all, at its level.
+    /// Puts a newly admitted batch, the newest of all, among the recent batches if it is small
+    /// (merging them into the levels when they are enough), at its level otherwise.
     fn introduce(&mut self, batch: Batch<U>) {
-        let mut weight = batch.len().max(1);
+        let weight = batch.len().max(1);
+        if batch.len() <= RECENT_LEN_MAX && !batch.is_stored() {
+            self.hold_recent(batch, weight);
+        } else {
+            self.flush_recent();
+            self.introduce_weighed(batch, weight);
+        }
+    }
+
+    /// Adds a small batch of `weight` to the recent ones (widening the last one over it, or it
+    /// over the last one, when either is empty), and merges them into the levels once they
+    /// are `RECENT_COUNT` or weigh `RECENT_WEIGHT`.
+    fn hold_recent(&mut self, batch: Batch<U>, weight: usize) {
+        let held = match self.recent.pop() {
+            None => (batch, weight),
+            Some((last, last_weight)) => {
+                match union_with_empty(last, batch, self.logical.borrow()) {
+                    Ok(union) => (union, last_weight + weight),
+                    Err([last, batch]) => {
+                        self.recent.push((last, last_weight));
+                        (batch, weight)
+                    }
+                }
+            }
+        };
+        self.recent.push(held);
+        let recent_weight: usize = self.recent.iter().map(|(_, weight)| weight).sum();
+        if self.recent.len() >= RECENT_COUNT || recent_weight >= RECENT_WEIGHT {
+            self.flush_recent();
+        }
+    }
+
+    /// Merges the recent batches into one and puts it at its level.
+    fn flush_recent(&mut self) {
+        if let Some((batch, weight)) = self.merge_recent() {
+            self.introduce_weighed(batch, weight);
+        }
+    }
+
+    /// The recent batches as one, with their total weight: a lone one as it is, several merged
+    /// at once, their times advanced to the logical frontier. Each is small, so their updates
+    /// are gathered as rows and sorted: one batch built where merging them pairwise, as the
+    /// levels would, built one per merge (a merge's fixed costs are most of a small one's).
+    fn merge_recent(&mut self) -> Option<(Batch<U>, usize)> {
+        if self.recent.len() <= 1 {
+            return self.recent.pop();
+        }
+        let (first, last) = (&self.recent[0].0, &self.recent[self.recent.len() - 1].0);
+        let lower = first.description().lower.clone();
+        let upper = last.description().upper.clone();
+        let since = self.logical.borrow();
+        let mut rows = Vec::new();
+        let mut weight = 0;
+        let mut read = 0;
+        for (batch, batch_weight) in self.recent.drain(..) {
+            weight += batch_weight;
+            read += batch.len();
+            rows.extend(batch.to_rows());
+        }
+        for row in rows.iter_mut() {
+            row.2.advance_by(since);
+        }
+        consolidate_rows::<U>(&mut rows);
+        counts::add(Count::Merges, 1);
+        counts::add(Count::MergedUpdates, read);
+        let mut builder = self.builders.0.pop().unwrap_or_default();
+        builder.expect(rows.len());
+        builder.push_view(Updates::<U>::from_rows(&rows).view());
+        let description = Description::with_since(lower, upper, since.to_owned());
+        let batch = builder.build(description);
+        self.builders.keep(builder);
+        Some((batch, weight))
+    }
+
+    /// Puts a newly admitted batch of `weight`, newer than every level, at its level.
+    fn introduce_weighed(&mut self, batch: Batch<U>, mut weight: usize) {
         let level = level_of(weight);
         // The levels below hold newer batches than those above and weigh less than `batch`:
         // fold them into one batch ahead of it.
@@ -664,7 +781,8 @@ impl<U: Update> Spine<U> {
             };
             first.into_iter().chain(second)
         });
-        levels.chain(self.pending.iter())
+        let recent = self.recent.iter().map(|(batch, _)| batch);
+        levels.chain(recent).chain(self.pending.iter())
     }
 
     /// A consistent view of the trace that stays valid whatever the spine does next.
@@ -694,8 +812,8 @@ impl<U: Update> Spine<U> {
     }
 
     /// Panics unless the spine is well formed: batches contiguous from the minimal time to
-    /// `upper`, each batch well formed, at most two batches per level, and each level's batches
-    /// not much larger than the level allows.
+    /// `upper`, each batch well formed, at most two batches per level, each level's batches not
+    /// much larger than the level allows, and fewer than `RECENT_COUNT` small recent batches.
     pub fn check_invariants(&self) {
         use timely::progress::Timestamp;
         let batches = self.batches();
@@ -710,6 +828,14 @@ impl<U: Update> Spine<U> {
             batch.check_invariants();
         }
         assert_eq!(expected_lower, self.upper, "batches do not reach the upper");
+        assert!(
+            self.recent.len() < RECENT_COUNT,
+            "recent batches not merged"
+        );
+        for (batch, weight) in &self.recent {
+            assert!(batch.len() <= RECENT_LEN_MAX, "a big recent batch");
+            assert!(batch.len() <= *weight, "light recent batch");
+        }
         // Levels hold at most two batches each, a batch reaches level k only when it, or the
         // batches merged into it, weighed more than 2^(k-1), and a batch weighs at least its
         // length.

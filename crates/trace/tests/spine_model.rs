@@ -690,8 +690,9 @@ fn big_steps_are_compacted_when_the_next_begins() {
     assert!(batches_after(1)[1..].iter().all(|count| *count > 1));
 }
 
-/// A batch meeting an empty one at a level becomes their union without a merge (its
-/// description widened, its times as they were), unless a reader shares it: then the two merge.
+/// A batch meeting an empty one becomes their union without a merge (its description widened,
+/// its times as they were), unless a reader shares it: then the two stay apart among the recent
+/// batches (at a level, they would merge).
 #[test]
 fn an_empty_neighbour_joins_a_batch_without_a_merge() {
     for shared in [false, true] {
@@ -711,7 +712,7 @@ fn an_empty_neighbour_joins_a_batch_without_a_merge() {
         spine.check_invariants();
         let batches = spine.batches();
         if shared {
-            // A merge in progress: its two inputs.
+            // Both wait among the recent batches, the shared one not widened.
             assert_eq!(batches.len(), 2);
         } else {
             assert_eq!(batches.len(), 1);
@@ -729,26 +730,74 @@ fn an_empty_neighbour_joins_a_batch_without_a_merge() {
 
 /// A trace that takes only empty batches after a big one (an input gone quiet) still advances
 /// it: empty neighbours widen only small batches unadvanced, and a big one merges once the
-/// empty batches after it add up to its weight.
+/// empty batches after it add up to its weight (100 updates: among the recent batches, when
+/// they merge; 200: in the levels).
 #[test]
 fn a_quiet_trace_advances_its_big_batch() {
-    let mut spine = Spine::<(u64, u64, u64, i64)>::new(SpineConfig {
-        compaction_min: usize::MAX,
-        ..SpineConfig::default()
-    });
-    // One value at 100 times: advanced to time 100, they are one update.
-    spine.insert(build(
-        (0..100).map(|time| (1, 1, time, 1)).collect(),
-        Description::new(Antichain::from_elem(0), Antichain::from_elem(100)),
-    ));
-    for upper in 101..=400 {
-        spine.set_logical_compaction(Antichain::from_elem(upper - 1).borrow());
-        spine.set_physical_compaction(Antichain::from_elem(upper - 1).borrow());
-        spine.advance_upper(Antichain::from_elem(upper));
+    for times in [100, 200] {
+        let mut spine = Spine::<(u64, u64, u64, i64)>::new(SpineConfig {
+            compaction_min: usize::MAX,
+            ..SpineConfig::default()
+        });
+        // One value at `times` times: advanced to the last, they are one update.
+        spine.insert(build(
+            (0..times).map(|time| (1, 1, time, 1)).collect(),
+            Description::new(Antichain::from_elem(0), Antichain::from_elem(times)),
+        ));
+        let last = times + 300;
+        for upper in times + 1..=last {
+            spine.set_logical_compaction(Antichain::from_elem(upper - 1).borrow());
+            spine.set_physical_compaction(Antichain::from_elem(upper - 1).borrow());
+            spine.advance_upper(Antichain::from_elem(upper));
+        }
+        spine.check_invariants();
+        assert_eq!(spine.len(), 1, "the quiet trace kept its history");
+        let expected = vec![(1, 1, times as i64)];
+        assert_eq!(spine.snapshot().accumulate_at(&last), expected);
     }
+}
+
+/// Small batches wait among the recent ones and are merged into one batch at once, their times
+/// advanced, when there are eight of them; a bigger batch merges them first, as older than it.
+#[test]
+fn small_batches_merge_at_once() {
+    let mut spine = Spine::<(u64, u64, u64, i64)>::new(SpineConfig::default());
+    let at =
+        |time: u64| Description::new(Antichain::from_elem(time), Antichain::from_elem(time + 1));
+    for time in 0..7 {
+        spine.set_logical_compaction(Antichain::from_elem(time).borrow());
+        spine.set_physical_compaction(Antichain::from_elem(time).borrow());
+        // Value 1 comes and goes; value `time` stays.
+        let rows = vec![
+            (0, 1, time, if time % 2 == 0 { 1 } else { -1 }),
+            (0, 10 + time, time, 1),
+        ];
+        spine.insert(build(rows, at(time)));
+    }
+    spine.set_physical_compaction(Antichain::from_elem(7).borrow());
     spine.check_invariants();
-    assert_eq!(spine.len(), 1, "the quiet trace kept its history");
-    assert_eq!(spine.snapshot().accumulate_at(&400), vec![(1, 1, 100)]);
+    assert_eq!(spine.batches().len(), 7, "seven small batches wait");
+    spine.set_logical_compaction(Antichain::from_elem(7).borrow());
+    spine.insert(build(vec![(0, 1, 7, -1)], at(7)));
+    spine.set_physical_compaction(Antichain::from_elem(8).borrow());
+    spine.check_invariants();
+    let batches = spine.batches();
+    assert_eq!(batches.len(), 1, "the eighth merges them");
+    assert_eq!(batches[0].description().since, Antichain::from_elem(7));
+    let expected: Vec<_> = (0..7).map(|time| (0, 10 + time, 7, 1)).collect();
+    assert_eq!(batches[0].to_rows(), expected);
+    // A big batch after two small ones: they merge into one ahead of it.
+    for time in 8..10 {
+        spine.insert(build(vec![(1, time, time, 1)], at(time)));
+    }
+    let big: Vec<_> = (0..200).map(|value| (2, value, 10, 1)).collect();
+    spine.insert(build(big, at(10)));
+    spine.set_physical_compaction(Antichain::from_elem(11).borrow());
+    spine.check_invariants();
+    let lens: Vec<usize> = spine.batches().iter().map(Batch::len).collect();
+    assert_eq!(lens.iter().sum::<usize>(), 7 + 2 + 200);
+    assert!(lens.len() <= 3, "{lens:?}");
+    assert_eq!(spine.snapshot().accumulate_at(&10).len(), 7 + 2 + 200);
 }
 
 /// `compact` advances the times of a lone batch too, which has no partner to merge with: after
