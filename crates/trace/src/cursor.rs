@@ -106,6 +106,12 @@ impl<U: Update> Batch<U> {
     /// All updates as owned rows, in order (tests and tools; not a hot path).
     pub fn to_rows(&self) -> Vec<Row<U>> {
         let mut rows = Vec::with_capacity(self.len());
+        self.extend_rows(&mut rows);
+        rows
+    }
+
+    /// Appends all updates to `rows`, as owned rows, in order.
+    pub(crate) fn extend_rows(&self, rows: &mut Vec<Row<U>>) {
         let mut cursor = self.cursor();
         while let Some(key) = cursor.get_key() {
             while let Some(val) = cursor.get_val() {
@@ -121,7 +127,6 @@ impl<U: Update> Batch<U> {
             }
             cursor.step_key();
         }
-        rows
     }
 }
 

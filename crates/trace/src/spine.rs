@@ -619,23 +619,25 @@ impl<U: Update> Spine<U> {
         let lower = first.description().lower.clone();
         let upper = last.description().upper.clone();
         let since = self.logical.borrow();
-        let mut rows = Vec::new();
+        // Not kept between merges: buffers kept in every spine would add up to more heap than
+        // small dataflows hold in their batches.
+        let mut rows = Vec::with_capacity(self.recent.iter().map(|(batch, _)| batch.len()).sum());
         let mut weight = 0;
-        let mut read = 0;
         for (batch, batch_weight) in self.recent.drain(..) {
             weight += batch_weight;
-            read += batch.len();
-            rows.extend(batch.to_rows());
+            batch.extend_rows(&mut rows);
         }
+        counts::add(Count::Merges, 1);
+        counts::add(Count::MergedUpdates, rows.len());
         for row in rows.iter_mut() {
             row.2.advance_by(since);
         }
         consolidate_rows::<U>(&mut rows);
-        counts::add(Count::Merges, 1);
-        counts::add(Count::MergedUpdates, read);
+        let mut updates = Updates::<U>::default();
+        updates.extend_from_rows(&rows);
         let mut builder = self.builders.0.pop().unwrap_or_default();
-        builder.expect(rows.len());
-        builder.push_view(Updates::<U>::from_rows(&rows).view());
+        builder.expect(updates.len());
+        builder.push_view(updates.view());
         let description = Description::with_since(lower, upper, since.to_owned());
         let batch = builder.build(description);
         self.builders.keep(builder);
