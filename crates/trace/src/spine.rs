@@ -37,16 +37,16 @@
 //! Merges advance times to the logical compaction frontier (`since`) and consolidate. The
 //! physical compaction frontier says which batches readers still need distinct: a batch is
 //! admitted (to the recent batches or the levels, where it may be merged) only once its `upper`
-//! is not beyond that frontier; until then it waits in `pending`. Empty batches carry frontier progress and weigh 1. A merge with an
-//! empty side is done as it starts, without the merge machinery: its result is the other batch
-//! with its description widened over both intervals and its times not advanced (its `since`
-//! says how far they were; a later merge with a non-empty batch advances them). At one update
-//! per step about half the merges have an empty side, and each had cost a merge's fixed costs
-//! and a rewrite of the other side. The other batch is widened in place, so only when no reader
-//! shares it; a shared one merges as usual (or, among the recent batches, stays apart until
-//! they merge). A big batch whose times advancing may move merges
-//! as usual too, so that a trace that takes only empty batches still collapses its history.
-//! See docs/perf-notes.md, section "Spine: empty merges".
+//! is not beyond that frontier; until then it waits in `pending`. Empty batches carry frontier
+//! progress and weigh 1. A merge with an empty side is done as it starts, without the merge
+//! machinery: its result is the other batch with its description widened over both intervals
+//! and its times not advanced (its `since` says how far they were; a later merge with a
+//! non-empty batch advances them). At one update per step about half the merges have an empty
+//! side, and each had cost a merge's fixed costs and a rewrite of the other side. The other
+//! batch is widened in place, so only when no reader shares it; a shared one merges as usual
+//! (or, among the recent batches, stays apart until they merge). A big batch whose times
+//! advancing may move merges as usual too, so that a trace that takes only empty batches still
+//! collapses its history. See docs/perf-notes.md, section "Spine: empty merges".
 //!
 //! Inside an iteration the small batches of a step's rounds hold updates that cancel once
 //! their times are advanced to the next step (rounds collapse at the compaction frontier), but
@@ -210,8 +210,7 @@ impl<U: Update> Builders<U> {
                 return Merge::to_file(older, newer, since, storage);
             }
         }
-        let builder = self.0.pop().unwrap_or_default();
-        Merge::with_builder(older, newer, since, builder)
+        Merge::with_builder(older, newer, since, self.take())
     }
 
     fn finish(&mut self, merge: Merge<U>) -> Batch<U> {
@@ -223,6 +222,11 @@ impl<U: Update> Builders<U> {
             self.keep(builder);
         }
         batch
+    }
+
+    /// A kept builder, or a new one.
+    fn take(&mut self) -> Builder<U> {
+        self.0.pop().unwrap_or_default()
     }
 
     /// Keeps an emptied `builder` for the next merges, if fewer than [`Self::KEEP`] are.
@@ -272,9 +276,8 @@ const WIDEN_UNADVANCED_MAX: usize = 64;
 /// input gone quiet) still collapses its history, a batch whose times advancing may move is
 /// widened only when it is small (at most [`WIDEN_UNADVANCED_MAX`] updates): a big one merges,
 /// as it did before, once the empty batches after it have added up to its weight (among the
-/// recent batches, when they are merged). `Err` gives
-/// both back when neither is empty, when the one to widen is big and needs advancing, or when
-/// it is stored or shared with a reader.
+/// recent batches, when they are merged). `Err` gives both back when neither is empty, when the
+/// one to widen is big and needs advancing, or when it is stored or shared with a reader.
 #[inline(always)]
 fn union_with_empty<U: Update>(
     older: Batch<U>,
@@ -330,8 +333,8 @@ impl<U: Update> Spine<U> {
     /// `ripple_storage::HeldBytes`) take more than its budget allows: the batch of the highest
     /// level first (the oldest and largest), one at a time until they fit again. Pending
     /// batches, recent batches, batches under `StorageSettings::spill_min_bytes` and the inputs
-    /// of merges in progress stay in memory: fresh batches are small, and a merge's result is written out
-    /// once it is placed.
+    /// of merges in progress stay in memory: fresh batches are small, and a merge's result is
+    /// written out once it is placed.
     pub fn with_storage(config: SpineConfig, storage: Option<Arc<Storage>>) -> Self {
         use timely::progress::Timestamp;
         let minimum = Antichain::from_elem(U::Time::minimum());
@@ -635,7 +638,7 @@ impl<U: Update> Spine<U> {
         consolidate_rows::<U>(&mut rows);
         let mut updates = Updates::<U>::default();
         updates.extend_from_rows(&rows);
-        let mut builder = self.builders.0.pop().unwrap_or_default();
+        let mut builder = self.builders.take();
         builder.expect(updates.len());
         builder.push_view(updates.view());
         let description = Description::with_since(lower, upper, since.to_owned());
