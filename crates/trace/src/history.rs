@@ -20,20 +20,10 @@
 //!
 //! Reads hand out the dictionary's `Ref` items, so they borrow like every other column.
 
+use crate::pair_index::{IndexBuilder, PairIndex};
 use columnar::{Borrow, BorrowedOf, Clear, Container, ContainerOf, Index, Len, Push, Ref};
 use ripple_updates::{Semigroup, Time};
 use rustc_hash::FxHashMap;
-
-/// Which pair each update uses.
-#[derive(Clone, Debug)]
-enum PairIndex {
-    /// Update `i` uses pair `i`.
-    Plain,
-    /// Every update uses pair 0.
-    Single,
-    Narrow8(Vec<u8>),
-    Narrow16(Vec<u16>),
-}
 
 /// The `(time, diff)` of each update of a batch.
 pub struct Histories<T: Time, R: Semigroup> {
@@ -321,7 +311,7 @@ pub struct HistoriesBuilder<T: Time, R: Semigroup> {
     times: ContainerOf<T>,
     diffs: ContainerOf<R>,
     /// Per-update pair index, while a dictionary is kept.
-    index: Vec<u32>,
+    index: IndexBuilder,
     /// Pair to its index, while a dictionary is kept (emptied, its allocation kept, otherwise).
     dictionary: FxHashMap<(T, R), u32>,
     stage: Stage,
@@ -359,7 +349,7 @@ impl<T: Time, R: Semigroup> Default for HistoriesBuilder<T, R> {
         Self {
             times: Default::default(),
             diffs: Default::default(),
-            index: Vec::new(),
+            index: IndexBuilder::default(),
             dictionary: FxHashMap::default(),
             stage: Stage::Small,
             last: None,
@@ -632,10 +622,7 @@ impl<T: Time, R: Semigroup> HistoriesBuilder<T, R> {
         std::mem::swap(&mut self.times, &mut times);
         std::mem::swap(&mut self.diffs, &mut diffs);
         self.small_room = 0;
-        self.index.clear();
-        // One index entry per update to come: sized once rather than grown by doubling, whose
-        // copies were a few percent of a merge.
-        self.index.reserve(self.expected);
+        self.index.restart(self.expected);
         self.dictionary.clear();
         self.last = None;
         self.stage = Stage::Dictionary;
@@ -672,15 +659,15 @@ impl<T: Time, R: Semigroup> HistoriesBuilder<T, R> {
         }
         {
             let (dict_times, dict_diffs) = (self.times.borrow(), self.diffs.borrow());
-            for &pair in &self.index {
-                times.push(dict_times.get(pair as usize));
-                diffs.push(dict_diffs.get(pair as usize));
-            }
+            self.index.for_each(|pair| {
+                times.push(dict_times.get(pair));
+                diffs.push(dict_diffs.get(pair));
+            });
         }
         std::mem::swap(&mut self.times, times);
         std::mem::swap(&mut self.diffs, diffs);
         self.small_room = 0;
-        self.index.clear();
+        self.index.restart(0);
         self.dictionary.clear();
         self.stage = Stage::Plain;
         self.last = None;
@@ -698,15 +685,13 @@ impl<T: Time, R: Semigroup> HistoriesBuilder<T, R> {
         let pairs = self.times.len();
         let index = match self.stage {
             Stage::Small | Stage::Plain => PairIndex::Plain,
-            Stage::Dictionary if pairs <= 1 => PairIndex::Single,
-            Stage::Dictionary if pairs <= 1 << 8 => {
-                PairIndex::Narrow8(self.index.iter().map(|&i| i as u8).collect())
-            }
             Stage::Dictionary => {
                 // `push` abandons bigger dictionaries, so every index fits in 16 bits.
                 const { assert!(DICTIONARY_PAIRS_MAX <= 1 << 16) };
                 assert!(pairs <= DICTIONARY_PAIRS_MAX, "dictionary of {pairs} pairs");
-                PairIndex::Narrow16(self.index.iter().map(|&i| i as u16).collect())
+                assert_eq!(self.index.len(), self.len, "an index entry per update");
+                // As narrow as the pairs allow: none for one pair, bytes up to 256.
+                self.index.finish(pairs)
             }
         };
         // Sized plain buffers that are mostly full go to the batch as they are (room for at
@@ -738,7 +723,7 @@ impl<T: Time, R: Semigroup> HistoriesBuilder<T, R> {
         self.reserved = 0;
         self.times.clear();
         self.diffs.clear();
-        self.index.clear();
+        self.index.restart(0);
         self.dictionary.clear();
         self.stage = Stage::Small;
         self.last = None;

@@ -2,7 +2,8 @@
 //!
 //! - [`batch`]: a [`Batch`] is an immutable columnar trie `key -> val -> (time, diff)` for an
 //!   interval of times ([`Description`]), shared by reference count. [`offsets`] and
-//!   [`history`] are its compact encodings; `columns` holds helpers the levels share, and
+//!   [`history`] are its compact encodings (`pair_index`: which `(time, diff)` pair each
+//!   update uses); `columns` holds helpers the levels share, and
 //!   `map_times` rewrites a batch's times. [`view`]: [`BatchView`], a batch's columns borrowed,
 //!   wherever they live; [`block`] lays them out as words and reads them back in place.
 //! - [`file`](mod@file): the batch file format, a batch's columns in checksummed blocks (of
@@ -65,6 +66,7 @@ pub mod lookup;
 mod map_times;
 pub mod merge;
 pub mod offsets;
+mod pair_index;
 pub mod persist;
 pub mod snapshot;
 pub mod spine;
