@@ -42,6 +42,20 @@ impl Checksum {
     }
 }
 
+/// Buffers of at most this many rows keep their allocation from step to step whatever the steps'
+/// sizes.
+const KEPT_ROWS_MIN: usize = 1 << 10;
+
+/// Gives back most of the emptied `buffer`'s room when it is more than four times what a step
+/// of `used` rows needed: a load's output would otherwise stay allocated for the whole run,
+/// while steps of about the same size keep reusing it.
+fn shrink_after<T>(buffer: &mut Vec<T>, used: usize) {
+    let keep = (2 * used).max(KEPT_ROWS_MIN);
+    if buffer.capacity() > 2 * keep {
+        buffer.shrink_to(keep);
+    }
+}
+
 /// Where a run's output goes: lines to a writer, or only into the checksum.
 pub struct OutputSink {
     computation: Computation,
@@ -74,17 +88,21 @@ impl OutputSink {
     }
 
     /// Consolidates one step's rows, sorts them by time then value, and emits them. Leaves
-    /// `rows` empty, its allocation kept: the drivers gather every step into the same vector.
+    /// `rows` empty, its allocation kept unless it is much bigger than this step needed: the
+    /// drivers gather every step into the same vector.
     pub fn step(&mut self, rows: &mut Vec<Row>) -> std::io::Result<()> {
+        let gathered = rows.len();
         // As `(time, value, diff)`, consolidation's sort is the output order.
         let mut by_time = std::mem::take(&mut self.by_time);
-        by_time.clear();
         by_time.extend(
             rows.drain(..)
                 .map(|(value, time, diff)| (time, value, diff)),
         );
         consolidate_owned_triples(&mut by_time);
         let result = self.emit(&by_time);
+        by_time.clear();
+        shrink_after(&mut by_time, gathered);
+        shrink_after(rows, gathered);
         self.by_time = by_time;
         result?;
         match &mut self.writer {
@@ -197,5 +215,29 @@ mod tests {
             .step(&mut vec![((3, 1), 7, 1), ((3, 1), 6, -1)])
             .unwrap();
         assert_eq!(other.finish().unwrap(), (checksum, 4));
+    }
+
+    /// After a big step the buffers give back most of their room; steps of about the same size
+    /// keep it.
+    #[test]
+    fn a_big_step_leaves_no_big_buffers() {
+        let mut sink = OutputSink::new(Computation::Reach, None, false);
+        let big = 100 * KEPT_ROWS_MIN as u64;
+        let mut rows: Vec<Row> = (0..big).map(|node| ((node, 0), 1, 1)).collect();
+        sink.step(&mut rows).unwrap();
+        let kept = rows.capacity();
+        assert!(kept >= big as usize, "a step keeps the room it just needed");
+        rows.extend((0..big).map(|node| ((node, 0), 2, -1)));
+        sink.step(&mut rows).unwrap();
+        assert_eq!(
+            rows.capacity(),
+            kept,
+            "steps of the same size reuse the room"
+        );
+        rows.push(((0, 0), 3, 1));
+        sink.step(&mut rows).unwrap();
+        assert!(rows.capacity() <= 2 * KEPT_ROWS_MIN);
+        assert!(sink.by_time.capacity() <= 2 * KEPT_ROWS_MIN);
+        assert_eq!(sink.finish().unwrap().1, 2 * big + 1);
     }
 }

@@ -22,7 +22,7 @@ pub(crate) enum PairIndex {
 
 /// A builder's index, growing one entry per update pushed: only counted while every entry is
 /// pair 0, then written out in 16 bits.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct IndexBuilder {
     /// Whether every entry so far is pair 0, so only their number is kept.
     counting: bool,
@@ -33,6 +33,18 @@ pub(crate) struct IndexBuilder {
     /// Entries expected at most (0: no idea): the room taken at once when the entries are
     /// written out, rather than grown by doubling, whose copies were a few percent of a merge.
     expected: usize,
+}
+
+impl Default for IndexBuilder {
+    /// An empty index, as [`IndexBuilder::restart`] leaves it with no expectation.
+    fn default() -> Self {
+        Self {
+            counting: true,
+            count: 0,
+            wide: Vec::new(),
+            expected: 0,
+        }
+    }
 }
 
 impl IndexBuilder {
@@ -113,40 +125,99 @@ mod tests {
     use super::{IndexBuilder, PairIndex};
     use proptest::prelude::*;
 
+    /// Pushes `entries` into `index` (restarted for `expected`), checks they read back, and
+    /// finishes it for a dictionary of as many pairs as the largest entry needs.
+    fn build(index: &mut IndexBuilder, entries: &[u32], expected: usize) -> PairIndex {
+        index.restart(expected);
+        for &entry in entries {
+            index.push(entry);
+        }
+        assert_eq!(index.len(), entries.len());
+        let mut read = Vec::new();
+        index.for_each(|pair| read.push(pair as u32));
+        assert_eq!(read, entries);
+        let pairs = entries.iter().copied().max().unwrap_or(0) as usize + 1;
+        let finished = index.finish(pairs);
+        assert_eq!(index.len(), 0);
+        finished
+    }
+
+    /// The entries of `index`, whatever its width.
+    fn entries_of(index: &PairIndex, len: usize) -> Vec<u32> {
+        match index {
+            PairIndex::Plain => (0..len as u32).collect(),
+            PairIndex::Single => vec![0; len],
+            PairIndex::Narrow8(bytes) => bytes.iter().map(|&b| u32::from(b)).collect(),
+            PairIndex::Narrow16(wide) => wide.iter().map(|&w| u32::from(w)).collect(),
+        }
+    }
+
     proptest! {
-        /// The entries read back as pushed, written out or not, and the finished index is the
-        /// narrowest the largest entry allows.
+        /// The entries read back as pushed, written out or not, in a builder reused from batch
+        /// to batch, and each finished index is the narrowest its largest entry allows.
         #[test]
         fn entries_read_back(
-            entries in proptest::collection::vec(
-                prop_oneof![Just(0u32), 0u32..4, 0u32..300, 0u32..70_000], 0..600),
-            expected in 0usize..700,
+            batches in proptest::collection::vec((
+                proptest::collection::vec(
+                    prop_oneof![Just(0u32), 0u32..4, 250u32..260, 0u32..70_000], 0..600),
+                0usize..700,
+            ), 1..4),
         ) {
-            let entries: Vec<u32> = entries.into_iter().map(|e| e.min(u32::from(u16::MAX))).collect();
             let mut index = IndexBuilder::default();
-            index.restart(expected);
-            for &entry in &entries {
-                index.push(entry);
-            }
-            prop_assert_eq!(index.len(), entries.len());
-            let mut read = Vec::new();
-            index.for_each(|pair| read.push(pair as u32));
-            prop_assert_eq!(&read, &entries);
-            let largest = entries.iter().copied().max().unwrap_or(0);
-            let pairs = largest as usize + 1;
-            match index.finish(pairs) {
-                PairIndex::Single => prop_assert_eq!(largest, 0),
-                PairIndex::Narrow8(bytes) => {
-                    prop_assert!(largest > 0 && largest <= 255);
-                    prop_assert_eq!(bytes.iter().map(|&b| u32::from(b)).collect::<Vec<_>>(), entries);
+            for (entries, expected) in batches {
+                let entries: Vec<u32> =
+                    entries.into_iter().map(|e| e.min(u32::from(u16::MAX))).collect();
+                let finished = build(&mut index, &entries, expected);
+                prop_assert_eq!(entries_of(&finished, entries.len()), entries.clone());
+                let largest = entries.iter().copied().max().unwrap_or(0);
+                match finished {
+                    PairIndex::Single => prop_assert_eq!(largest, 0),
+                    PairIndex::Narrow8(_) => prop_assert!(largest > 0 && largest <= 255),
+                    PairIndex::Narrow16(_) => prop_assert!(largest > 255),
+                    PairIndex::Plain => prop_assert!(false, "a builder's index is never plain"),
                 }
-                PairIndex::Narrow16(wide) => {
-                    prop_assert!(largest > 255);
-                    prop_assert_eq!(wide.iter().map(|&w| u32::from(w)).collect::<Vec<_>>(), entries);
-                }
-                PairIndex::Plain => prop_assert!(false, "a builder's index is never plain"),
             }
-            prop_assert_eq!(index.len(), 0);
+        }
+    }
+
+    #[test]
+    fn widths_change_at_one_and_256_pairs() {
+        let mut index = IndexBuilder::default();
+        assert_eq!(index.finish(1), PairIndex::Single, "a new builder counts");
+        let upto = |largest: u32| (0..=largest).chain(0..=largest).collect::<Vec<_>>();
+        assert!(matches!(build(&mut index, &upto(0), 0), PairIndex::Single));
+        assert!(matches!(
+            build(&mut index, &upto(1), 0),
+            PairIndex::Narrow8(_)
+        ));
+        assert!(matches!(
+            build(&mut index, &upto(255), 0),
+            PairIndex::Narrow8(_)
+        ));
+        assert!(matches!(
+            build(&mut index, &upto(256), 0),
+            PairIndex::Narrow16(_)
+        ));
+    }
+
+    /// A big batch of one repeated pair never writes its entries out, however many it expects;
+    /// a narrowed or widened index holds exactly its entries.
+    #[test]
+    fn one_pair_allocates_nothing() {
+        let mut index = IndexBuilder::default();
+        index.restart(1 << 20);
+        (0..1 << 20).for_each(|_| index.push(0));
+        assert_eq!((index.len(), index.wide.capacity()), (1 << 20, 0));
+        assert_eq!(index.finish(1), PairIndex::Single);
+        let entries: Vec<u32> = (0..3000).map(|i| i % 300).collect();
+        match build(&mut index, &entries, 1 << 20) {
+            PairIndex::Narrow16(wide) => assert_eq!(wide.capacity(), wide.len()),
+            other => panic!("300 pairs need 16 bits, not {other:?}"),
+        }
+        let entries: Vec<u32> = (0..3000).map(|i| i % 7).collect();
+        match build(&mut index, &entries, 1 << 20) {
+            PairIndex::Narrow8(bytes) => assert_eq!(bytes.capacity(), bytes.len()),
+            other => panic!("7 pairs fit in bytes, not {other:?}"),
         }
     }
 }

@@ -30,6 +30,10 @@ use timely::dataflow::operators::CapabilitySet;
 /// gathering buffer kept between activations stays small.
 const PRODUCED_FLUSH: usize = 1 << 16;
 
+/// The gathering buffer keeps its allocation between activations only after pieces of at most
+/// this many updates, as batch builders do (see `ripple_trace::builder`).
+const PRODUCED_KEPT_MAX: usize = 1 << 8;
+
 /// Keys are read from each source in windows of this many probe runs: a window ends with a
 /// partial run, and each window costs a cursor per batch, so one run a window made bfs's load
 /// of a big graph a few percent slower than collecting every key at once; a window of a few
@@ -387,6 +391,16 @@ impl<K: Data, V2: Data, T: Time, R2: Semigroup> Corrections<K, V2, T, R2> {
         }
         if self.produced.len() >= PRODUCED_FLUSH {
             self.builder.push_view(self.produced.view());
+            self.empty_produced();
+        }
+    }
+
+    /// Empties `produced`, keeping its allocation only if it is small: the corrections of one
+    /// big activation, a load's, would otherwise stay allocated for the rest of the run.
+    fn empty_produced(&mut self) {
+        if self.produced.len() > PRODUCED_KEPT_MAX {
+            self.produced = Updates::default();
+        } else {
             self.produced.clear();
         }
     }
@@ -398,7 +412,7 @@ impl<K: Data, V2: Data, T: Time, R2: Semigroup> Corrections<K, V2, T, R2> {
             self.builder.expect(self.produced.len());
         }
         self.builder.push_view(self.produced.view());
-        self.produced.clear();
+        self.empty_produced();
         self.builder.build(description)
     }
 }
