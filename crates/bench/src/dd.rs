@@ -8,7 +8,7 @@ use differential_dataflow::VecCollection;
 use ripple_cli::changes::{Edge, Node};
 use ripple_cli::computation::{Computation, Value};
 use ripple_cli::options::RunOptions;
-use ripple_cli::output::{OutputSink, Row};
+use ripple_cli::output::{OutputSink, Row, TimedRow};
 use ripple_cli::source::{Fed, Feed, Source};
 use ripple_cli::stats::RunReport;
 use ripple_oracle::graph::{bfs, components, degrees, reach, Top};
@@ -35,7 +35,7 @@ pub fn run_dd(source: Arc<Source>, options: &RunOptions) -> RunReport {
     let guards = timely::execute(config, move |worker| {
         let options = &*shared;
         let leader = worker.index() == 0;
-        let gathered: Rc<RefCell<Vec<Row>>> = Rc::default();
+        let gathered: Rc<RefCell<Vec<TimedRow>>> = Rc::default();
         let sink_rows = Rc::clone(&gathered);
         let (mut edges, roots, probe) = worker.dataflow::<u64, _, _>(|scope| {
             let (edge_input, edges) = scope.new_collection::<Edge, i64>();
@@ -49,7 +49,10 @@ pub fn run_dd(source: Arc<Source>, options: &RunOptions) -> RunReport {
                     move |_capability, _info| {
                         move |input, _output| {
                             input.for_each(|_capability, rows| {
-                                sink_rows.borrow_mut().extend(rows.drain(..));
+                                sink_rows.borrow_mut().extend(
+                                    rows.drain(..)
+                                        .map(|(value, time, diff)| (time, value, diff)),
+                                );
                             });
                         }
                     },

@@ -11,6 +11,10 @@ use std::io::Write;
 /// One output change: `(value, time, diff)`.
 pub type Row = (Value, u64, i64);
 
+/// One output change as the drivers gather it for the sink, `(time, value, diff)`: time first,
+/// so that consolidating a step sorts it into output order in place.
+pub type TimedRow = (u64, Value, i64);
+
 /// FNV-1a (64-bit) over the output rows: for each row in output order, the little-endian
 /// bytes of its printed value fields (as u64), its time (u64) and its diff (i64).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -66,8 +70,6 @@ pub struct OutputSink {
     checksum: Checksum,
     rows: u64,
     line: Vec<u8>,
-    /// A step's rows as `(time, value, diff)`, kept with its allocation for the next step.
-    by_time: Vec<(u64, Value, i64)>,
 }
 
 impl OutputSink {
@@ -83,27 +85,18 @@ impl OutputSink {
             checksum: Checksum::default(),
             rows: 0,
             line: Vec::new(),
-            by_time: Vec::new(),
         }
     }
 
-    /// Consolidates one step's rows, sorts them by time then value, and emits them. Leaves
-    /// `rows` empty, its allocation kept unless it is much bigger than this step needed: the
-    /// drivers gather every step into the same vector.
-    pub fn step(&mut self, rows: &mut Vec<Row>) -> std::io::Result<()> {
+    /// Consolidates one step's rows, which leaves them sorted by time then value, and emits
+    /// them. Leaves `rows` empty, its allocation kept unless it is much bigger than this step
+    /// needed: the drivers gather every step into the same vector.
+    pub fn step(&mut self, rows: &mut Vec<TimedRow>) -> std::io::Result<()> {
         let gathered = rows.len();
-        // As `(time, value, diff)`, consolidation's sort is the output order.
-        let mut by_time = std::mem::take(&mut self.by_time);
-        by_time.extend(
-            rows.drain(..)
-                .map(|(value, time, diff)| (time, value, diff)),
-        );
-        consolidate_owned_triples(&mut by_time);
-        let result = self.emit(&by_time);
-        by_time.clear();
-        shrink_after(&mut by_time, gathered);
+        consolidate_owned_triples(rows);
+        let result = self.emit(rows);
+        rows.clear();
         shrink_after(rows, gathered);
-        self.by_time = by_time;
         result?;
         match &mut self.writer {
             Some(writer) if self.flush_steps => writer.flush(),
@@ -135,8 +128,8 @@ impl OutputSink {
         }
     }
 
-    fn emit(&mut self, by_time: &[(u64, Value, i64)]) -> std::io::Result<()> {
-        for &(time, value, diff) in by_time {
+    fn emit(&mut self, rows: &[TimedRow]) -> std::io::Result<()> {
+        for &(time, value, diff) in rows {
             let row = (value, time, diff);
             self.rows += 1;
             self.checksum.row(self.computation, &row);
@@ -191,15 +184,15 @@ mod tests {
         let buffer = Shared::default();
         let mut sink = OutputSink::new(Computation::Cc, Some(Box::new(buffer.clone())), false);
         let mut rows = vec![
-            ((2, 1), 5, 1),
-            ((1, 1), 5, 1),
-            ((1, 1), 4, 2),
-            ((2, 1), 5, -1),
+            (5, (2, 1), 1),
+            (5, (1, 1), 1),
+            (4, (1, 1), 2),
+            (5, (2, 1), -1),
         ];
         sink.step(&mut rows).unwrap();
         assert!(rows.is_empty());
         // The next step reuses the buffers; nothing of the first step is emitted again.
-        rows.extend([((3, 1), 7, 1), ((3, 1), 6, -1)]);
+        rows.extend([(7, (3, 1), 1), (6, (3, 1), -1)]);
         sink.step(&mut rows).unwrap();
         let (checksum, count) = sink.finish().unwrap();
         assert_eq!(count, 4);
@@ -209,35 +202,34 @@ mod tests {
         // The checksum depends only on the consolidated rows, not on how they arrived.
         let mut other = OutputSink::new(Computation::Cc, None, true);
         other
-            .step(&mut vec![((1, 1), 5, 1), ((1, 1), 4, 1), ((1, 1), 4, 1)])
+            .step(&mut vec![(5, (1, 1), 1), (4, (1, 1), 1), (4, (1, 1), 1)])
             .unwrap();
         other
-            .step(&mut vec![((3, 1), 7, 1), ((3, 1), 6, -1)])
+            .step(&mut vec![(7, (3, 1), 1), (6, (3, 1), -1)])
             .unwrap();
         assert_eq!(other.finish().unwrap(), (checksum, 4));
     }
 
-    /// After a big step the buffers give back most of their room; steps of about the same size
-    /// keep it.
+    /// After a big step the rows' buffer gives back most of its room; steps of about the same
+    /// size keep it.
     #[test]
     fn a_big_step_leaves_no_big_buffers() {
         let mut sink = OutputSink::new(Computation::Reach, None, false);
         let big = 100 * KEPT_ROWS_MIN as u64;
-        let mut rows: Vec<Row> = (0..big).map(|node| ((node, 0), 1, 1)).collect();
+        let mut rows: Vec<TimedRow> = (0..big).map(|node| (1, (node, 0), 1)).collect();
         sink.step(&mut rows).unwrap();
         let kept = rows.capacity();
         assert!(kept >= big as usize, "a step keeps the room it just needed");
-        rows.extend((0..big).map(|node| ((node, 0), 2, -1)));
+        rows.extend((0..big).map(|node| (2, (node, 0), -1)));
         sink.step(&mut rows).unwrap();
         assert_eq!(
             rows.capacity(),
             kept,
             "steps of the same size reuse the room"
         );
-        rows.push(((0, 0), 3, 1));
+        rows.push((3, (0, 0), 1));
         sink.step(&mut rows).unwrap();
         assert!(rows.capacity() <= 2 * KEPT_ROWS_MIN);
-        assert!(sink.by_time.capacity() <= 2 * KEPT_ROWS_MIN);
         assert_eq!(sink.finish().unwrap().1, 2 * big + 1);
     }
 }

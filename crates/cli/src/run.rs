@@ -11,7 +11,7 @@ use crate::changes::{Edge, InputError, Node};
 use crate::cluster::{ClusterError, Sockets};
 use crate::computation::Value;
 use crate::options::RunOptions;
-use crate::output::{OutputSink, Row};
+use crate::output::{OutputSink, TimedRow};
 use crate::progress::Progress;
 use crate::source::{Fed, Feed, Position, Source};
 use crate::state::{Durability, OutputMark};
@@ -267,7 +267,7 @@ fn drive(
     let peers = worker.peers();
     let mut edges = InputSession::<u64, Edge>::new();
     let mut roots = InputSession::<u64, Node>::new();
-    let gathered: Rc<RefCell<Vec<Row>>> = Rc::default();
+    let gathered: Rc<RefCell<Vec<TimedRow>>> = Rc::default();
     let probe = worker.dataflow(|scope| {
         let output = options
             .computation
@@ -511,7 +511,10 @@ const GATHER_CONSOLIDATE_MIN: usize = 1 << 16;
 
 /// Sends every output update to worker 0's `rows`; the probe returned passes a time only once
 /// worker 0 holds every update before it.
-fn gather<'s>(output: Collection<'s, u64, Value>, rows: Rc<RefCell<Vec<Row>>>) -> ProbeHandle<u64> {
+fn gather<'s>(
+    output: Collection<'s, u64, Value>,
+    rows: Rc<RefCell<Vec<TimedRow>>>,
+) -> ProbeHandle<u64> {
     let gathered = output
         .inner
         .unary::<CapacityContainerBuilder<UpdateContainer<Value, u64, i64>>, _, _, _>(
@@ -530,7 +533,11 @@ fn gather<'s>(output: Collection<'s, u64, Value>, rows: Rc<RefCell<Vec<Row>>>) -
                 move |input, _output| {
                     let mut rows = rows.borrow_mut();
                     input.for_each(|_capability, container| {
-                        rows.extend(container.rows());
+                        rows.extend(
+                            container
+                                .rows()
+                                .map(|(value, time, diff)| (time, value, diff)),
+                        );
                         if rows.len() >= consolidate_at {
                             let before = rows.len();
                             consolidate_owned_triples(&mut rows);
